@@ -1,0 +1,131 @@
+"""Writing artefacts safely: atomic files, JSONL, provenance sidecars and content hashes.
+
+Every file dsgen produces is written to a temporary file beside its target and renamed
+into place, so an interrupted run never leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from dsgen.errors import DsgenError
+
+SIDECAR_SUFFIX = ".meta.json"
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create ``path`` if needed; a one-line error if it cannot be written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DsgenError(f"cannot create output directory {path}: {exc.strerror}; choose another path") from None
+    if not os.access(path, os.W_OK):
+        raise DsgenError(f"output directory {path} is not writable; choose another path")
+    return path
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "w") -> Iterator[Any]:
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
+    path = Path(path)
+    ensure_writable_dir(path.parent if str(path.parent) else Path("."))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    with atomic_open(path) as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
+        fh.write("\n")
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DsgenError(f"file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise DsgenError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    with atomic_open(path) as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    rows = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DsgenError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise DsgenError(f"{path}:{lineno}: expected a JSON object per line")
+                rows.append(row)
+    except FileNotFoundError:
+        raise DsgenError(f"file not found: {path}") from None
+    return rows
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    """A content hash of any JSON-able object (key order does not matter)."""
+    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def file_hash(path: str | Path, length: int = 16) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:length]
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that determine results, for sidecars and result files."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("dsgen", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "pandas"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def sidecar_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def write_sidecar(path: str | Path, **fields: Any) -> Path:
+    """Write ``<path>.meta.json`` with the given fields plus package versions."""
+    meta = {"artifact": Path(path).name, **fields, "versions": package_versions()}
+    target = sidecar_path(path)
+    write_json(target, meta)
+    return target

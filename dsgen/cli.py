@@ -1,0 +1,105 @@
+"""The ``dsgen`` command line. Heavy libraries are imported inside the commands so that
+``dsgen --help`` answers at once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dsgen.errors import DsgenError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Generate labelled sentence-pair datasets with language models and measure what they are worth.")
+bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (printed as ratios against a baseline measured in the same run).")
+app.add_typer(bench_app, name="bench")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+@app.command()
+def generate(
+    task: str = typer.Option("sts-x2", help="Task spec: sts-x2, sts-x1, gense, or a DINO-format JSON file."),
+    inputs: Optional[str] = typer.Option(None, help="x1 source: stsb-train, a text file (one per line) or an sts-x1 JSONL."),
+    max_inputs: Optional[int] = typer.Option(None, help="Use only the first N inputs."),
+    per_label: int = typer.Option(2, help="Continuations per (x1, label)."),
+    entries_per_label: int = typer.Option(100, help="Sentences per label for tasks without inputs (sts-x1)."),
+    generator: str = typer.Option("smollm2-135m", help="smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file."),
+    decay: float = typer.Option(100.0, help="Self-debiasing decay constant lambda (0: off)."),
+    top_k: int = typer.Option(5, help="Top-k for tasks with inputs (0: off)."),
+    top_p: float = typer.Option(0.9, help="Top-p."),
+    max_new_tokens: int = typer.Option(40, help="Most tokens per output."),
+    no_counter_labels: bool = typer.Option(False, "--no-counter-labels", help="Ignore the spec's counter labels."),
+    batch_size: int = typer.Option(128, help="Most sequences (main + counter rows) decoded together."),
+    chunk_inputs: int = typer.Option(32, help="Inputs per resumable chunk."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    dtype: str = typer.Option("auto", help="auto (float32 on CPU, bfloat16 on CUDA), float32, bfloat16, float16."),
+    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
+    seed: int = typer.Option(42, help="Random seed."),
+    out: Path = typer.Option(Path("pairs.jsonl"), help="Output JSONL (a .meta.json sidecar is written beside it)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Generate a labelled pair dataset with self-debiased decoding (DINO)."""
+    from dsgen.data.inputs import load_inputs
+    from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
+    from dsgen.generation.decoding import SamplingConfig
+    from dsgen.taskspec import load_task_spec
+
+    for name, value in (("--per-label", per_label), ("--batch-size", batch_size), ("--chunk-inputs", chunk_inputs),
+                        ("--max-new-tokens", max_new_tokens), ("--entries-per-label", entries_per_label)):
+        if value < 1:
+            raise DsgenError(f"{name} must be at least 1 (got {value})")
+    if not 0 < top_p <= 1:
+        raise DsgenError(f"--top-p must be in (0, 1] (got {top_p})")
+    load_task_spec(task, with_inputs=inputs is not None)  # validate before loading anything heavy
+    texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
+    cfg = GenerationConfig(task=task, generator=generator, per_label=per_label, entries_per_label=entries_per_label,
+                           counter_labels=not no_counter_labels,
+                           sampling=SamplingConfig(decay_constant=decay, top_k=top_k, top_p=top_p,
+                                                   max_new_tokens=max_new_tokens),
+                           batch_size=batch_size, chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed)
+    gen = DebiasedGenerator(cfg)
+    pairs = gen.generate(texts, out, progress=not quiet)
+    lm = gen.lm.describe()
+    _console().print(f"wrote {len(pairs)} pairs to {out} (generator {lm['name']}, loaded in {lm['load_seconds']} s, "
+                     f"dequantised cache {'hit' if lm['dequantised_cache_hit'] else 'built'})")
+
+
+@bench_app.command("generation")
+def bench_generation(
+    generator: str = typer.Option("smollm2-135m", help="Generator LM."),
+    n_inputs: int = typer.Option(24, help="STS benchmark train sentences to use."),
+    batch_size: int = typer.Option(128, help="Rows of the fast core."),
+    greedy_items: int = typer.Option(12, help="(x1, label) items for the greedy equivalence check (0: skip)."),
+    data_dir: Optional[str] = typer.Option(None),
+    device: str = typer.Option("auto"),
+    seed: int = typer.Option(42),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
+) -> None:
+    """Core vs DINO-style reference loop: outputs/s, ratio, tokens/s, roofline share, greedy agreement."""
+    from dsgen.benchmarks.generation import run
+
+    run(generator=generator, n_inputs=n_inputs, batch_size=batch_size, greedy_items=greedy_items,
+        data_dir=data_dir, device=device, seed=seed, json_out=json_out)
+
+
+def main() -> None:
+    try:
+        app()
+    except DsgenError as exc:
+        msg = str(exc).replace("\n", " ")
+        print(f"error: {msg}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Data: generation inputs, STS files, pair files and DINO's postprocessing."""

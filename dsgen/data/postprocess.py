@@ -1,0 +1,79 @@
+"""DINO's postprocessing of a generated STS dataset (Schick & Schütze, 2021, Sec. 4), each step
+a named option of :class:`PostprocessConfig`:
+
+1. remove pairs with x1 == x2 (no training signal for a bi-encoder);
+2. remove duplicate (x1, x2, y);
+3. keep at most ``max_per_x1_label`` x2 per (x1, y);
+4. label smoothing: y -> y * (1 - eps) + eps / 2 (eps 0.2: 0 -> 0.1, 0.5 -> 0.5, 1 -> 0.9);
+5. augmentation: for each x1 add ``random_pairs_per_x1`` pairs (x1, x2 of another entry, 0),
+   marked ``source: random``;
+6. a train / validation split stratified by label (90 / 10).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+from dsgen.config import Config
+from dsgen.data.pairs import Pair
+
+
+@dataclass
+class PostprocessConfig(Config):
+    remove_identical: bool = True
+    remove_duplicates: bool = True
+    max_per_x1_label: int = 2
+    label_smoothing: float = 0.2
+    random_pairs_per_x1: int = 2
+    validation_fraction: float = 0.1
+    seed: int = 42
+
+
+def smooth_label(label: float, eps: float) -> float:
+    return round(label * (1 - eps) + eps / 2, 6)
+
+
+def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tuple[list[Pair], list[Pair]]:
+    """Return (train, validation) built from generated ``pairs`` as the steps above say."""
+    cfg = cfg or PostprocessConfig()
+    rng = random.Random(cfg.seed)
+    kept: list[Pair] = []
+    seen: set[tuple] = set()
+    per_x1_label: dict[tuple, int] = defaultdict(int)
+    for p in pairs:
+        if cfg.remove_identical and p.text_a == p.text_b:
+            continue
+        if cfg.remove_duplicates:
+            if p.key() in seen:
+                continue
+            seen.add(p.key())
+        if cfg.max_per_x1_label and per_x1_label[(p.text_a, p.label)] >= cfg.max_per_x1_label:
+            continue
+        per_x1_label[(p.text_a, p.label)] += 1
+        label = smooth_label(float(p.label), cfg.label_smoothing) if cfg.label_smoothing else float(p.label)
+        kept.append(Pair(p.text_a, p.text_b, label, p.weight, {**p.extra, "source": "generated"}))
+
+    if cfg.random_pairs_per_x1 and kept:
+        x1s = list(dict.fromkeys(p.text_a for p in kept))
+        augmented = []
+        for x1 in x1s:
+            others = [p for p in kept if p.text_a != x1] or kept
+            for _ in range(cfg.random_pairs_per_x1):
+                augmented.append(Pair(x1, rng.choice(others).text_b, 0.0, None, {"source": "random"}))
+        kept += augmented
+
+    by_label: dict[object, list[Pair]] = defaultdict(list)
+    for p in kept:
+        by_label[p.label].append(p)
+    train: list[Pair] = []
+    validation: list[Pair] = []
+    for label in sorted(by_label, key=str):
+        group = by_label[label][:]
+        rng.shuffle(group)
+        n_val = round(len(group) * cfg.validation_fraction)
+        validation += group[:n_val]
+        train += group[n_val:]
+    rng.shuffle(train)
+    return train, validation

@@ -1,0 +1,1 @@
+"""Generation: the self-debiasing decode loop and the dataset generators built on it."""

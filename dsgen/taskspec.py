@@ -1,0 +1,126 @@
+"""Task specifications in DINO's JSON format, read unchanged and validated on load.
+
+A spec names a task and, for each label, an instruction (with the ``<X1>`` placeholder
+when the task continues given inputs) that ends with an opening quotation mark, and the
+counter labels whose instructions the self-debiasing step pushes away from::
+
+    {"task_name": "sts",
+     "labels": {"1":   {"instruction": "Task: ... Sentence 2: \\"", "counter_labels": []},
+                "0.5": {"instruction": "...", "counter_labels": ["1"]}}}
+
+Built-in specs (``dsgen/task_specs/``): ``sts-x2`` and ``sts-x1`` (DINO) and ``gense``
+(GenSE's ``entailment`` / ``contradiction`` pair, each the other's counter label).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+from dsgen.errors import DsgenError
+
+PLACEHOLDER = "<X1>"
+OPENING_QUOTES = ('"', "\u201c")
+BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A validated task specification.
+
+    Args:
+        name: the spec's ``task_name``.
+        instructions: label -> instruction template.
+        counter_labels: label -> its counter labels CL(y).
+        source: where the spec was read from (a built-in name or a path).
+    """
+
+    name: str
+    instructions: dict[str, str]
+    counter_labels: dict[str, tuple[str, ...]]
+    source: str = ""
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.instructions)
+
+    @property
+    def needs_inputs(self) -> bool:
+        """True when the instructions continue an input x1 (they hold ``<X1>``)."""
+        return PLACEHOLDER in next(iter(self.instructions.values()))
+
+    def prompt(self, label: str, x1: str | None) -> str:
+        template = self.instructions[label]
+        return template.replace(PLACEHOLDER, x1) if x1 is not None else template
+
+    def without_counter_labels(self) -> "TaskSpec":
+        return TaskSpec(self.name, dict(self.instructions), {k: () for k in self.instructions},
+                        self.source, self.raw)
+
+    def to_dict(self) -> dict:
+        return {"task_name": self.name,
+                "labels": {lab: {"instruction": ins, "counter_labels": list(self.counter_labels[lab])}
+                           for lab, ins in self.instructions.items()}}
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "<dict>", with_inputs: bool | None = None) -> "TaskSpec":
+        """Validate a parsed spec. ``with_inputs`` checks the placeholder against the inputs given."""
+
+        def bad(msg: str) -> DsgenError:
+            return DsgenError(f"task spec {source}: {msg}")
+
+        if not isinstance(data, dict):
+            raise bad("expected a JSON object with 'task_name' and 'labels'")
+        labels = data.get("labels")
+        if not isinstance(labels, dict) or not labels:
+            raise bad("no labels: add a 'labels' object mapping each label to its instruction")
+        name = str(data.get("task_name", Path(source).stem))
+        instructions: dict[str, str] = {}
+        counters: dict[str, tuple[str, ...]] = {}
+        for label, entry in labels.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("instruction"), str):
+                raise bad(f"label '{label}' needs an 'instruction' string")
+            ins = entry["instruction"]
+            if not ins.endswith(OPENING_QUOTES):
+                raise bad(f"the instruction of label '{label}' must end with an opening quotation mark (\")")
+            n_placeholders = ins.count(PLACEHOLDER)
+            if n_placeholders > 1:
+                raise bad(f"the instruction of label '{label}' has {n_placeholders} {PLACEHOLDER} placeholders; use one")
+            cl = entry.get("counter_labels", [])
+            if not isinstance(cl, list):
+                raise bad(f"'counter_labels' of label '{label}' must be a list")
+            instructions[str(label)] = ins
+            counters[str(label)] = tuple(str(c) for c in cl)
+        for label, cl in counters.items():
+            for c in cl:
+                if c not in instructions:
+                    raise bad(f"counter label '{c}' of label '{label}' is not a label (labels: {', '.join(instructions)})")
+        has = {lab: PLACEHOLDER in ins for lab, ins in instructions.items()}
+        if len(set(has.values())) > 1:
+            raise bad(f"either every instruction holds {PLACEHOLDER} or none does")
+        spec = cls(name, instructions, counters, source, data)
+        if with_inputs is True and not spec.needs_inputs:
+            raise bad(f"inputs were given but the instructions have no {PLACEHOLDER} placeholder; drop --inputs or add the placeholder")
+        if with_inputs is False and spec.needs_inputs:
+            raise bad(f"the instructions hold {PLACEHOLDER} but no inputs were given; pass --inputs")
+        return spec
+
+
+def load_task_spec(name_or_path: str, with_inputs: bool | None = None) -> TaskSpec:
+    """Load a built-in spec by name or a DINO-format JSON file by path."""
+    if name_or_path in BUILTIN_SPECS:
+        text = files("dsgen.task_specs").joinpath(f"{name_or_path}.json").read_text(encoding="utf-8")
+        source = name_or_path
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise DsgenError(f"task spec '{name_or_path}' is neither a built-in ({', '.join(BUILTIN_SPECS)}) nor a file")
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DsgenError(f"task spec {source}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    return TaskSpec.from_dict(data, source=source, with_inputs=with_inputs)
