@@ -84,7 +84,8 @@ class TaskSpec:
             if not isinstance(entry, dict) or not isinstance(entry.get("instruction"), str):
                 raise bad(f"label '{label}' needs an 'instruction' string")
             ins = entry["instruction"]
-            if not ins.endswith(OPENING_QUOTES):
+            # the last quote must open a quotation: it ends the text and leaves an odd count of '"'
+            if not ins.endswith(OPENING_QUOTES) or (ins.endswith('"') and ins.count('"') % 2 == 0):
                 raise bad(f"the instruction of label '{label}' must end with an opening quotation mark (\")")
             n_placeholders = ins.count(PLACEHOLDER)
             if n_placeholders > 1:
