@@ -452,7 +452,9 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
                 for seq in seqs:
                     raw = rules.decode(seq)
                     text, ok = rules.judge(raw)
-                    outs.append(DecodeOutput(text, raw, len(seq), attempt, ok))
+                    # tokens up to the one that closed the quote, as the core counts them
+                    used = next((i + 1 for i in range(len(seq)) if QUOTE in rules.decode(seq[:i + 1])), len(seq))
+                    outs.append(DecodeOutput(text, raw, used, attempt, ok))
                     accepted += int(ok)
             results.append(outs)
     return results
