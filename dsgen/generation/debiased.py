@@ -68,10 +68,10 @@ class GenerationConfig(Config):
     seed: int = 42
 
 
-def dataset_key(cfg: GenerationConfig, inputs: list[str] | None) -> str:
+def dataset_key(cfg: GenerationConfig, inputs: list[str] | None, spec: TaskSpec | None = None) -> str:
     """Hash of everything that determines a generated dataset (the cache key)."""
-    spec = load_task_spec(cfg.task).to_dict()
-    return stable_hash({"config": cfg.to_dict(), "spec": spec, "inputs": inputs})
+    spec_dict = (spec or load_task_spec(cfg.task)).to_dict()
+    return stable_hash({"config": cfg.to_dict(), "spec": spec_dict, "inputs": inputs})
 
 
 class DebiasedGenerator(Generator):
@@ -133,7 +133,7 @@ class DebiasedGenerator(Generator):
         out = Path(out)
         spec = self.spec(with_inputs=inputs is not None)
         chunks = self.plan(spec, inputs)
-        key = dataset_key(cfg, inputs)
+        key = dataset_key(cfg, inputs, spec)
         partial = out.with_name(out.name + ".partial")
         state_file = partial / "state.json"
         if partial.exists() and (not state_file.exists() or read_json(state_file).get("key") != key):

@@ -347,14 +347,14 @@ class DebiasedDecoder:
             keep: list[int] = []
             for gi, g in enumerate(groups):
                 g.tokens.append(next_list[gi])
-                done = len(g.tokens) >= self.sampling.max_new_tokens
-                if maybe_done[gi] and not done:
-                    raw = rules.decode(g.tokens)
-                    done = QUOTE in raw or (self.sampling.stop_at_newline and "\n" in raw)
-                if not done:
+                at_limit = len(g.tokens) >= self.sampling.max_new_tokens
+                if not (at_limit or maybe_done[gi]):
                     keep.append(gi)
                     continue
-                raw = rules.decode(g.tokens)
+                raw = rules.decode(g.tokens)  # decoded once, only when the group may have ended
+                if not at_limit and not (QUOTE in raw or (self.sampling.stop_at_newline and "\n" in raw)):
+                    keep.append(gi)
+                    continue
                 text, ok = rules.judge(raw)
                 out = DecodeOutput(text, raw, len(g.tokens), g.attempt, ok)
                 it = g.item
