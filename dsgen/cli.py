@@ -152,7 +152,155 @@ def bench_eval(
     run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out)
 
 
+# -- methods: run, compare, regress -----------------------------------------------------------
+PRESET_HELP = "smoke (CI, minutes), quick (CPU comparison), paper (GPU, the paper's scale) or a .toml file."
+
+
+def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
+             quiet: bool, fresh: bool = False):
+    """Validate everything cheap before any long work: methods, preset, seeds, output folder."""
+    from dsgen.method import get_method
+    from dsgen.presets import load_preset, parse_seeds
+    from dsgen.runner import Runner
+
+    for m in methods:
+        get_method(m)
+    p = load_preset(preset)
+    seed_list = parse_seeds(seeds, p.seeds)
+    return p, seed_list, Runner(out, data_dir, progress=not quiet, fresh=fresh)
+
+
+def _report(console):
+    def on_result(method, plan, result):
+        console.print(f"[bold]{method}[/bold] seed {plan.seed}: avg {result.average:.2f} "
+                      f"({', '.join(f'{t} {s.spearman:.2f}' for t, s in result.tasks.items())})")
+    return on_result
+
+
+@app.command("methods")
+def methods_cmd() -> None:
+    """List every method (built-in and plug-in) with its stages and paper."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dsgen.method import METHODS, get_method
+
+    table = Table(title="dsgen methods")
+    for col in ("method", "description", "stages", "paper"):
+        table.add_column(col, overflow="fold")
+    for name in METHODS.names():
+        m = get_method(name)
+        table.add_row(name, escape(m.description), escape(m.stages()), escape(m.paper))
+    _console().print(table)
+
+
+@app.command("run")
+def run_cmd(
+    method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
+    preset: str = typer.Option("quick", help=PRESET_HELP),
+    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's)."),
+    generator: Optional[str] = typer.Option(None, help="Generator LM instead of the preset's."),
+    encoder: Optional[str] = typer.Option(None, help="Encoder instead of the preset's (HF or sentence-transformers id)."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or auto (default: the preset's)."),
+    out: Path = typer.Option(Path("runs"), help="Folder for cached datasets and result files."),
+    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Generate (cached), train and evaluate one method; one result file per seed, then the table."""
+    from dsgen.evaluation.tables import comparison_frame, to_rich
+    from dsgen.runner import run_many
+
+    p, seed_list, runner = _prepare([method], preset, seeds, out, data_dir, quiet)
+    console = _console()
+    results = run_many([method], p, seed_list, runner, generator, encoder, device, on_result=_report(console))
+    console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
+    console.print(f"results under {runner.out / 'results' / p.name / method}")
+
+
+@app.command("compare")
+def compare_cmd(
+    methods: list[str] = typer.Argument(..., help="Methods; differences are taken to the first. `base` is added if absent."),
+    preset: str = typer.Option("quick", help=PRESET_HELP),
+    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's)."),
+    generator: Optional[str] = typer.Option(None, help="Generator LM instead of the preset's."),
+    encoder: Optional[str] = typer.Option(None, help="Encoder instead of the preset's."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or auto."),
+    out: Path = typer.Option(Path("runs"), help="Folder for cached datasets and result files."),
+    results_dir: Path = typer.Option(Path("results"), help="Where the Markdown, CSV and PNG comparison go."),
+    name: Optional[str] = typer.Option(None, help="File stem of the comparison (default: compare-<methods>)."),
+    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Run what is missing, reuse what is cached, and emit one comparison table (+ Markdown, CSV, PNG)."""
+    from dsgen.artifacts import ensure_writable_dir
+    from dsgen.evaluation.comparison import Comparison
+    from dsgen.runner import run_many
+
+    names = list(dict.fromkeys(methods + ([] if "base" in methods else ["base"])))
+    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet)
+    folder = ensure_writable_dir(results_dir / p.name)
+    console = _console()
+    results = run_many(names, p, seed_list, runner, generator, encoder, device, on_result=_report(console))
+    comparison = Comparison(names, p.tasks, results, preset=p.name)
+    stem = name or "compare-" + "-".join(names)
+    paths = comparison.write(folder, stem, command=" ".join(["dsgen", *sys.argv[1:]]))
+    console.print(comparison.to_rich())
+    console.print(f"wrote {paths['markdown']}, {paths['csv']}, {paths['png']}")
+
+
+@app.command("regress")
+def regress_cmd(
+    preset: str = typer.Option("smoke", help=PRESET_HELP),
+    baseline: Optional[Path] = typer.Option(None, help="Baseline file (default: results/baseline/<preset>.json)."),
+    tolerance: float = typer.Option(1.0, help="Points of Spearman x100 a task may fall below the baseline."),
+    methods: Optional[str] = typer.Option(None, help="Methods for --update (default: base,dino)."),
+    update: bool = typer.Option(False, "--update", help="Write the baseline from this run instead of checking."),
+    out: Path = typer.Option(Path("runs/regress"), help="Scratch folder (recomputed from scratch every time)."),
+    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Rerun a preset from scratch and exit 1 when a task falls more than --tolerance below the baseline."""
+    from rich.table import Table
+
+    from dsgen.evaluation.baseline import check, read_baseline, write_baseline
+    from dsgen.runner import run_many
+
+    if tolerance < 0:
+        raise DsgenError(f"--tolerance must be non-negative (got {tolerance})")
+    path = baseline or Path("results") / "baseline" / f"{Path(preset).stem}.json"
+    ref = None if update else read_baseline(path)
+    names = [m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update else list(ref["scores"])
+    p, seed_list, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
+                                    data_dir, quiet, fresh=True)
+    if not update and ref.get("preset") != p.name:
+        raise DsgenError(f"{path} is a baseline of preset '{ref.get('preset')}', not '{p.name}'")
+    console = _console()
+    results = run_many(names, p, seed_list, runner, on_result=_report(console))
+    if update:
+        write_baseline(path, p.name, seed_list, results, note=f"dsgen regress --preset {preset} --update")
+        console.print(f"wrote baseline {path}")
+        return
+    checks = check(ref, results, tolerance)
+    table = Table(title=f"regression check, preset {p.name}, tolerance {tolerance}")
+    for col in ("method", "task", "baseline", "now", "Δ", "status"):
+        table.add_column(col, justify="right" if col not in ("method", "task") else "left")
+    for c in checks:
+        table.add_row(c.method, c.task, f"{c.baseline:.2f}", f"{c.current:.2f}", f"{c.delta:+.2f}",
+                      "[red]REGRESSED[/red]" if c.failed else "ok")
+    console.print(table)
+    failed = [c for c in checks if c.failed]
+    if failed:
+        console.print(f"[red]{len(failed)} of {len(checks)} scores fell more than {tolerance} below {path}[/red]")
+        raise typer.Exit(1)
+    console.print(f"all {len(checks)} scores within {tolerance} of {path}")
+
+
 def main() -> None:
+    import os
+
+    # dsgen draws its own rich progress bars; silence the libraries' tqdm bars and info logs.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except DsgenError as exc:

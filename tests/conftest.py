@@ -62,3 +62,22 @@ def sts_data_dir():
     if not path.is_dir():
         pytest.skip("shared STS data not found; set DSGEN_DATA_DIR")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory):
+    """A 2-layer randomly initialised BERT with all-MiniLM-L6-v2's tokenizer, saved as a plain
+    transformer (sentence-transformers adds mean pooling when loading it)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from dsgen.models import encoder_path
+
+    tok = AutoTokenizer.from_pretrained(encoder_path("minilm-l6"))
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    path = tmp_path_factory.mktemp("tiny-bert")
+    BertModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

@@ -52,7 +52,8 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
         if cfg.max_per_x1_label and per_x1_label[(p.text_a, p.label)] >= cfg.max_per_x1_label:
             continue
         per_x1_label[(p.text_a, p.label)] += 1
-        label = smooth_label(float(p.label), cfg.label_smoothing) if cfg.label_smoothing else float(p.label)
+        numeric = isinstance(p.label, (int, float))
+        label = smooth_label(float(p.label), cfg.label_smoothing) if (cfg.label_smoothing and numeric) else p.label
         kept.append(Pair(p.text_a, p.text_b, label, p.weight, {**p.extra, "source": "generated"}))
 
     if cfg.random_pairs_per_x1 and kept:

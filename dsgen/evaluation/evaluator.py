@@ -17,13 +17,23 @@ from dsgen.evaluation.results import Result, TaskScore
 from dsgen.evaluation.tasks import TASKS
 
 
-def score_pairs(emb1: Any, emb2: Any, gold: list[float]) -> tuple[float, float]:
-    """(Spearman x100, Pearson x100) of pairwise cosine similarity against gold scores."""
-    from scipy.stats import pearsonr, spearmanr
+def cosine(emb1: Any, emb2: Any) -> Any:
+    """Pairwise cosine similarity as a numpy array."""
     from sentence_transformers.util import pairwise_cos_sim
 
-    cos = pairwise_cos_sim(emb1, emb2).float().cpu().numpy()
+    return pairwise_cos_sim(emb1, emb2).float().cpu().numpy()
+
+
+def score_cosine(cos: Any, gold: list[float]) -> tuple[float, float]:
+    """(Spearman x100, Pearson x100) of cosine similarities against gold scores."""
+    from scipy.stats import pearsonr, spearmanr
+
     return float(spearmanr(cos, gold).statistic * 100), float(pearsonr(cos, gold).statistic * 100)
+
+
+def score_pairs(emb1: Any, emb2: Any, gold: list[float]) -> tuple[float, float]:
+    """(Spearman x100, Pearson x100) of pairwise cosine similarity against gold scores."""
+    return score_cosine(cosine(emb1, emb2), gold)
 
 
 class StsEvaluator:
@@ -58,7 +68,16 @@ class StsEvaluator:
     def distinct_sentences(self) -> list[str]:
         return list(dict.fromkeys(s for p in self.pairs.values() for s in (*p.sentences1, *p.sentences2)))
 
-    def evaluate(self, model: Any, name: str | None = None, progress: bool = False) -> Result:
+    def evaluate(self, model: Any, name: str | None = None, progress: bool = False, keep_predictions: bool = False,
+                 template: str | None = None) -> Result:
+        """Score ``model`` on every task.
+
+        Args:
+            keep_predictions: attach per-pair cosine similarities and gold scores to the result
+                (saved beside it; ``dsgen compare`` bootstraps over them).
+            template: a ``str.format`` pattern every sentence is wrapped in before encoding
+                (an encoder trained with a prompt, e.g. GenSE's).
+        """
         import torch
 
         start = time.perf_counter()
@@ -66,17 +85,24 @@ class StsEvaluator:
         load_s = time.perf_counter() - start
         enc = time.perf_counter()
         scores: dict[str, TaskScore] = {}
+        predictions: dict[str, Any] = {}
         n_encoded = 0
+        if (keep_predictions or template) and not self.dedup:
+            raise ValueError("predictions and templates need dedup=True")
         if self.dedup:
             sentences = self.distinct_sentences()
-            emb = model.encode(sentences, batch_size=self.batch_size, convert_to_tensor=True,
+            texts = [template.format(s) for s in sentences] if template else sentences
+            emb = model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
                                show_progress_bar=progress)
             n_encoded = len(sentences)
             index = {s: i for i, s in enumerate(sentences)}
             for task, p in pairs.items():
                 e1 = emb[torch.tensor([index[s] for s in p.sentences1], device=emb.device)]
                 e2 = emb[torch.tensor([index[s] for s in p.sentences2], device=emb.device)]
-                scores[task] = TaskScore(*score_pairs(e1, e2, p.scores), len(p))
+                cos = cosine(e1, e2)
+                scores[task] = TaskScore(*score_cosine(cos, p.scores), len(p))
+                if keep_predictions:
+                    predictions[task], predictions[f"{task}:gold"] = cos, p.scores
         else:
             for task, p in pairs.items():
                 e1 = model.encode(p.sentences1, batch_size=self.batch_size, convert_to_tensor=True)
@@ -84,7 +110,7 @@ class StsEvaluator:
                 n_encoded += 2 * len(p)
                 scores[task] = TaskScore(*score_pairs(e1, e2, p.scores), len(p))
         encode_s = time.perf_counter() - enc
-        return Result(model=name or type(model).__name__, tasks=scores,
+        return Result(model=name or type(model).__name__, tasks=scores, predictions=predictions or None,
                       timings={"load_seconds": round(load_s, 2), "encode_and_score_seconds": round(encode_s, 2),
                                "sentences_encoded": n_encoded,
                                "sentences_per_second": round(n_encoded / max(encode_s, 1e-9), 1)})
@@ -95,7 +121,8 @@ def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: l
 
     This is sentence-transformers' ``EmbeddingSimilarityEvaluator`` with cosine similarity.
     """
-    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator, SimilarityFunction
+    from sentence_transformers import SimilarityFunction
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
     return EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, main_similarity=SimilarityFunction.COSINE,
                                         name=name, show_progress_bar=False)

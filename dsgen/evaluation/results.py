@@ -15,6 +15,10 @@ from dsgen.errors import DsgenError
 SCHEMA_VERSION = 1
 
 
+def predictions_path(path: Path) -> Path:
+    return path.with_suffix(".pred.npz")
+
+
 @dataclass
 class TaskScore:
     spearman: float
@@ -41,6 +45,7 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=package_versions)
     schema_version: int = SCHEMA_VERSION
+    predictions: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def average(self) -> float:
@@ -53,8 +58,32 @@ class Result:
                 "timings": self.timings, "extra": self.extra, "versions": self.versions}
 
     def save(self, path: str | Path) -> Path:
+        """Write the JSON and, when the result carries them, its per-pair predictions beside it."""
+        path = Path(path)
+        if self.predictions:
+            import io
+
+            import numpy as np
+
+            from dsgen.artifacts import atomic_open
+
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **{k: np.asarray(v, dtype=np.float32) for k, v in self.predictions.items()})
+            with atomic_open(predictions_path(path), "wb") as fh:
+                fh.write(buf.getvalue())
         write_json(path, self.to_dict())
-        return Path(path)
+        return path
+
+    @staticmethod
+    def load_predictions(path: str | Path) -> dict[str, Any] | None:
+        """``{"<task>": cosine per pair, "<task>:gold": gold scores}`` saved beside a result, if any."""
+        import numpy as np
+
+        target = predictions_path(Path(path))
+        if not target.exists():
+            return None
+        with np.load(target) as data:
+            return {k: data[k] for k in data.files}
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":

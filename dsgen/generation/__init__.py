@@ -1,1 +1,10 @@
-"""Generation: the self-debiasing decode loop and the dataset generators built on it."""
+"""Generation: the self-debiasing decode loop and the generators built on it."""
+
+from dsgen.registry import Registry
+
+
+def _builtins() -> None:
+    import dsgen.generation.debiased  # noqa: F401
+
+
+GENERATORS: Registry = Registry("generator", builtins=_builtins)

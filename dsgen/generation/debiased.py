@@ -23,6 +23,7 @@ from typing import Any
 from dsgen.artifacts import read_json, read_jsonl, stable_hash, write_json, write_jsonl, write_sidecar
 from dsgen.config import Config
 from dsgen.data.pairs import Pair, parse_label, write_pairs
+from dsgen.generation import GENERATORS
 from dsgen.generation.base import Generator
 from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig
 from dsgen.taskspec import TaskSpec, load_task_spec
@@ -74,6 +75,7 @@ def dataset_key(cfg: GenerationConfig, inputs: list[str] | None, spec: TaskSpec 
     return stable_hash({"config": cfg.to_dict(), "spec": spec_dict, "inputs": inputs})
 
 
+@GENERATORS.register("debiased")
 class DebiasedGenerator(Generator):
     """The :class:`Generator` of DINO and of GenSE-style generation: one core, different specs.
 

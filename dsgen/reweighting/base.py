@@ -1,0 +1,89 @@
+"""The ``Reweighter`` interface and the registry of reweighters.
+
+A reweighter scores every training pair with a weight in [0, 1]; the trainer multiplies each
+example's loss by it, and weight 0 means "dropped". Some reweighters learn first (RISE's SDI
+classifier is fit on the run's human and machine sentences); all see a :class:`ReweightContext`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dsgen.data.pairs import Pair
+from dsgen.registry import Registry
+
+
+@dataclass
+class ReweightContext:
+    """What a reweighter may use besides the pairs.
+
+    Args:
+        human_texts: the human-written generation inputs x1 (None when x1 was generated too).
+        seed: the run seed.
+        load_generator: returns the generator LM (a ``dsgen.models.LoadedLM``), loaded on demand.
+        device: cpu, cuda or auto.
+        progress: show progress bars.
+    """
+
+    human_texts: list[str] | None = None
+    seed: int = 42
+    load_generator: Callable[[], Any] | None = None
+    device: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class ReweightReport:
+    """Weights and what the reweighter wants a reader to know (accuracy, kept fractions...)."""
+
+    weights: list[float]
+    info: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, list[Any]] = field(default_factory=dict)  # per-pair values kept in Pair.extra
+
+
+class Reweighter(ABC):
+    """Scores pairs with weights in [0, 1].
+
+    Subclasses implement :meth:`score`; :meth:`apply` returns the pairs with their ``weight``
+    set (multiplied into any weight they already carry) and a summary for the result file.
+    """
+
+    name: str = "reweighter"
+    config_class: type = type(None)
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    @abstractmethod
+    def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
+        """Return one weight in [0, 1] per pair (fitting whatever the reweighter needs first)."""
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"reweighter": self.name, **self.config.to_dict()}
+
+    def apply(self, pairs: list[Pair], context: ReweightContext) -> tuple[list[Pair], dict[str, Any]]:
+        import numpy as np
+
+        report = self.score(pairs, context)
+        w = np.asarray(report.weights, dtype=float)
+        if len(w) != len(pairs) or (len(w) and (w.min() < 0 or w.max() > 1 or np.isnan(w).any())):
+            raise ValueError(f"reweighter {self.name} returned weights outside [0, 1] or of the wrong length")
+        out = [Pair(p.text_a, p.text_b, p.label, (1.0 if p.weight is None else p.weight) * float(x),
+                    {**p.extra, **{k: v[i] for k, v in report.annotations.items()}})
+               for i, (p, x) in enumerate(zip(pairs, w))]
+        summary = {"reweighter": self.name, "n": len(w), "kept": int((w > 0).sum()),
+                   "mean_weight": round(float(w.mean()), 4) if len(w) else None,
+                   "weight_quantiles": {q: round(float(np.quantile(w, q / 100)), 4) for q in (0, 10, 25, 50, 75, 90, 100)}
+                   if len(w) else {}, **report.info}
+        return out, summary
+
+
+def _builtins() -> None:
+    import dsgen.reweighting.discriminator  # noqa: F401
+    import dsgen.reweighting.random_weights  # noqa: F401
+    import dsgen.reweighting.sdi  # noqa: F401
+
+
+REWEIGHTERS: Registry[type[Reweighter]] = Registry("reweighter", builtins=_builtins)

@@ -1,0 +1,241 @@
+"""RISE's synthetic data identification (SDI) and the importance weights it gives
+(Reweighting based on Importance of machine-written SEntences, COLING 2022).
+
+A binary sequence classifier (machine = 0, human = 1), initialised from an encoder's
+transformer, learns to tell the generated sentences x2 from the human inputs x1. A pair's
+weight is the classifier's temperature-scaled confidence that its x2 is human:
+``p_D = softmax(logits / tau)[human]``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from dsgen.config import Config
+from dsgen.data.pairs import Pair
+from dsgen.errors import DsgenError
+from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport
+
+MACHINE, HUMAN = 0, 1
+RANDOM_PAIR_POLICIES = ("score", "one")
+
+
+@dataclass
+class SdiConfig(Config):
+    """Settings of the SDI classifier and of how its scores become weights.
+
+    Args:
+        encoder: transformer the classifier starts from (``minilm-l6``: the embedded
+            all-MiniLM-L6-v2; any HF encoder id or directory). RISE uses BERT.
+        input: ``single``: the machine sentence x2 alone (RISE's default); ``pair``: (x1, x2).
+        temperature: tau of ``softmax(logits / tau)`` (RISE: STSb 0.5, QQP 0.9, MRPC 0.7).
+        epochs / batch_size / learning_rate: classifier training (RISE's Table 9: 3, 32, 2e-5).
+        validation_fraction: held-out share for the reported accuracy (90/10).
+        random_pairs: weight of the pairs DINO's augmentation adds (x1, x2 of another entry, 0),
+            which RISE does not discuss: ``score`` (default) weighs them by p_D of their x2 like any
+            pair, since their x2 is machine-written too; ``one`` leaves them at weight 1.
+        filter_fraction: 0: weights are p_D (``rise``). f > 0: drop the bottom f of pairs by p_D and
+            give the rest weight 1 (RISE's Filtering ablation, f = 0.1).
+        max_length: tokens per classifier input.
+        device: cpu, cuda or auto.
+    """
+
+    encoder: str = "minilm-l6"
+    input: str = "single"
+    temperature: float = 0.5
+    epochs: float = 3.0
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    validation_fraction: float = 0.1
+    random_pairs: str = "score"
+    filter_fraction: float = 0.0
+    max_length: int = 128
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.input not in ("single", "pair"):
+            raise DsgenError(f"SDI input must be 'single' or 'pair' (got '{self.input}')")
+        if self.random_pairs not in RANDOM_PAIR_POLICIES:
+            raise DsgenError(f"SDI random_pairs must be one of {', '.join(RANDOM_PAIR_POLICIES)} (got '{self.random_pairs}')")
+        if self.temperature <= 0:
+            raise DsgenError(f"SDI temperature must be positive (got {self.temperature})")
+        if not 0 <= self.filter_fraction < 1:
+            raise DsgenError(f"SDI filter_fraction must be in [0, 1) (got {self.filter_fraction})")
+
+
+def sdi_training_data(human: list[str], machine_pairs: list[Pair], single: bool, seed: int) -> list[tuple[Any, int]]:
+    """Balanced, shuffled (text or (x1, x2), label) examples; :meth:`SdiClassifier.fit` splits them 90/10.
+
+    Machine examples are the generated x2 not identical to any human sentence; human examples
+    are the inputs x1. In the ``pair`` setting a human example is (x1, x1') with x1' another
+    input (the human partner of x1 is not part of the inputs). The larger class is subsampled.
+    """
+    rng = random.Random(seed)
+    human_set = set(human)
+    if single:
+        machine = list(dict.fromkeys(p.text_b for p in machine_pairs if p.text_b not in human_set))
+        hum: list[Any] = list(dict.fromkeys(human))
+    else:
+        machine = list(dict.fromkeys((p.text_a, p.text_b) for p in machine_pairs if p.text_b not in human_set))
+        shuffled = human[:]
+        rng.shuffle(shuffled)
+        hum = [(a, b) for a, b in zip(human, shuffled[1:] + shuffled[:1]) if a != b]
+    n = min(len(machine), len(hum))
+    if n < 2:
+        raise DsgenError(f"SDI needs human and machine sentences ({len(hum)} human, {len(machine)} machine); "
+                         "use a method whose x1 are human inputs, and more of them")
+    examples = [(x, MACHINE) for x in rng.sample(machine, n)] + [(x, HUMAN) for x in rng.sample(hum, n)]
+    rng.shuffle(examples)
+    return examples
+
+
+class SdiClassifier:
+    """The SDI model: fit on (text, label) examples, then p_human for any text.
+
+    Example:
+        >>> clf = SdiClassifier(SdiConfig(epochs=1))                 # doctest: +SKIP
+        >>> clf.fit([("a human sentence", 1), ("a machine one", 0)], seed=1)  # doctest: +SKIP
+        >>> clf.p_human(["another sentence"])                         # doctest: +SKIP
+    """
+
+    def __init__(self, config: SdiConfig) -> None:
+        self.config = config
+        self.model: Any = None
+        self.tokenizer: Any = None
+
+    def _encode(self, texts: list[Any]) -> Any:
+        if texts and isinstance(texts[0], tuple):
+            return self.tokenizer([a for a, _ in texts], [b for _, b in texts], truncation=True,
+                                  max_length=self.config.max_length)
+        return self.tokenizer(list(texts), truncation=True, max_length=self.config.max_length)
+
+    def fit(self, examples: list[tuple[Any, int]], seed: int, progress: bool = True) -> dict[str, Any]:
+        """Train on 90% of ``examples``; return accuracy on the other 10%."""
+        import shutil
+        import tempfile
+        import time
+
+        from datasets import Dataset
+        from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
+                                  TrainerCallback, TrainingArguments)
+
+        from dsgen.models import encoder_path, resolve_device
+        from dsgen.progress import progress_bar
+
+        cfg = self.config
+        n_val = max(1, round(len(examples) * cfg.validation_fraction)) if cfg.validation_fraction else 0
+        val, train = examples[:n_val], examples[n_val:]
+        path = encoder_path(cfg.encoder)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+        except OSError as exc:
+            raise DsgenError(f"cannot load SDI encoder '{cfg.encoder}': {str(exc).splitlines()[0]}") from None
+        enc = self._encode([x for x, _ in train])
+        dataset = Dataset.from_dict({**enc, "labels": [y for _, y in train]})
+        steps = max(1, int(-(-len(train) // cfg.batch_size) * cfg.epochs))
+        tmp = tempfile.mkdtemp(prefix="dsgen-sdi-")
+        started = time.perf_counter()
+        try:
+            with progress_bar("SDI classifier", total=steps, unit="steps", enabled=progress) as advance:
+
+                class _Progress(TrainerCallback):
+                    def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
+                        advance(1)
+
+                args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=cfg.batch_size,
+                                         num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate, seed=seed,
+                                         save_strategy="no", logging_strategy="no", report_to="none",
+                                         disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
+                                         dataloader_pin_memory=False)
+                trainer = Trainer(model=self.model, args=args, train_dataset=dataset,
+                                  data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[_Progress()])
+                trainer.train()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.model.eval()
+        info: dict[str, Any] = {"sdi_train_examples": len(train), "sdi_validation_examples": len(val),
+                                "sdi_train_seconds": round(time.perf_counter() - started, 2)}
+        if val:
+            pred = self.logits([x for x, _ in val]).argmax(-1)
+            info["sdi_validation_accuracy"] = round(100 * float((pred == [y for _, y in val]).mean()), 2)
+        return info
+
+    def logits(self, texts: list[Any], batch_size: int = 128) -> Any:
+        import numpy as np
+        import torch
+
+        if self.model is None:
+            raise RuntimeError("SdiClassifier.fit must run first")
+        out = []
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch_size):
+                batch = self.tokenizer.pad(self._encode(texts[i:i + batch_size]), return_tensors="pt").to(device)
+                out.append(self.model(**batch).logits.float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, 2))
+
+    def p_human(self, texts: list[Any]) -> Any:
+        """``softmax(logits / tau)[human]`` per text."""
+        return importance(self.logits(texts), self.config.temperature)
+
+
+def importance(logits: Any, temperature: float) -> Any:
+    """Temperature-scaled softmax probability of the human class (RISE's p_D)."""
+    import numpy as np
+
+    z = np.asarray(logits, dtype=float) / temperature
+    z -= z.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    return p[..., HUMAN] / p.sum(axis=-1)
+
+
+def bottom_filter(scores: Any, fraction: float) -> Any:
+    """Weights 0 for the ``round(fraction * n)`` lowest scores (stable order on ties), 1 for the rest."""
+    import numpy as np
+
+    scores = np.asarray(scores, dtype=float)
+    n_drop = int(round(fraction * len(scores)))
+    weights = np.ones(len(scores))
+    weights[np.argsort(scores, kind="stable")[:n_drop]] = 0.0
+    return weights
+
+
+@REWEIGHTERS.register("sdi")
+class SdiReweighter(Reweighter):
+    """RISE: fit the SDI classifier on the run's human inputs and generated sentences, then weigh
+    each pair by p_D of its x2 (or drop the bottom ``filter_fraction`` by p_D).
+
+    Example:
+        >>> pairs, summary = SdiReweighter(SdiConfig()).apply(train, ReweightContext(human_texts=x1s))  # doctest: +SKIP
+    """
+
+    name = "sdi"
+    config_class = SdiConfig
+
+    def __init__(self, config: SdiConfig | None = None) -> None:
+        super().__init__(config or SdiConfig())
+        self.classifier: SdiClassifier | None = None
+
+    def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
+        import numpy as np
+
+        cfg = self.config
+        if not context.human_texts:
+            raise DsgenError("the SDI reweighter needs human-written inputs x1 (e.g. stsb-train); "
+                             "this method generates x1 too")
+        single = cfg.input == "single"
+        generated = [p for p in pairs if p.extra.get("source", "generated") == "generated" and p.text_b is not None]
+        examples = sdi_training_data(context.human_texts, generated, single, context.seed)
+        self.classifier = SdiClassifier(cfg)
+        info = self.classifier.fit(examples, context.seed, context.progress)
+        texts = [p.text_b if single else (p.text_a, p.text_b) for p in pairs]
+        p_d = self.classifier.p_human(texts)
+        if cfg.random_pairs == "one":
+            is_random = np.array([p.extra.get("source") == "random" for p in pairs])
+            p_d = np.where(is_random, 1.0, p_d)
+        weights = bottom_filter(p_d, cfg.filter_fraction) if cfg.filter_fraction else p_d
+        info["filtered_out"] = int((weights == 0).sum())
+        return ReweightReport([float(w) for w in weights], info, {"p_d": [round(float(x), 6) for x in p_d]})

@@ -1,0 +1,1 @@
+"""Trainers: train a sentence encoder on weighted pairs (``regression``, ``contrastive``)."""

@@ -1,0 +1,57 @@
+"""The ``Trainer`` interface: weighted pairs -> a trained sentence encoder, and the registry of trainers."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsgen.data.pairs import Pair
+from dsgen.registry import Registry
+
+
+@dataclass
+class TrainingOutcome:
+    """A trained encoder (a ``SentenceTransformer``) and what happened while training it."""
+
+    model: Any
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+class Trainer(ABC):
+    """Trains a sentence encoder on pairs whose ``weight`` (None = 1) scales each example's loss.
+
+    Pairs of weight 0 are dropped before training. Subclasses take one config dataclass and
+    report it through :meth:`get_config_dict`.
+    """
+
+    name: str = "trainer"
+    config_class: type = type(None)
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    @abstractmethod
+    def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
+        """Train on ``train``; use ``validation`` for model selection where the trainer does that."""
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"trainer": self.name, **self.config.to_dict()}
+
+
+def _builtins() -> None:
+    import dsgen.training.contrastive  # noqa: F401
+    import dsgen.training.regression  # noqa: F401
+
+
+TRAINERS: Registry[type[Trainer]] = Registry("trainer", builtins=_builtins)
+
+
+def weighted(pairs: list[Pair]) -> list[tuple[Pair, float]]:
+    """(pair, weight) for every pair whose weight is not 0 (None counts as 1)."""
+    out = []
+    for p in pairs:
+        w = 1.0 if p.weight is None else float(p.weight)
+        if w > 0:
+            out.append((p, w))
+    return out
