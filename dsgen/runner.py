@@ -30,6 +30,14 @@ from dsgen.presets import Preset
 _LMS: dict[tuple[str, str, str], Any] = {}
 
 
+class RunFailed(DsgenError):
+    """A run that stopped on bad data (e.g. a filter kept nothing to train on), with what it knew then."""
+
+    def __init__(self, method: str, seed: int, message: str, extra: dict[str, Any]) -> None:
+        super().__init__(f"{method} (seed {seed}): {message}")
+        self.method, self.seed, self.reason, self.extra = method, seed, message, extra
+
+
 def shared_lm(name: str, device: str, dtype: str) -> Any:
     """Load a generator LM once per process (generation and zero-shot discrimination share it)."""
     key = (name, device, dtype)
@@ -230,7 +238,15 @@ class Runner:
         template = None
         if plan.trainer is not None:
             t2 = time.perf_counter()
-            outcome = plan.trainer.train(train, validation, seed=plan.seed, progress=self.progress)
+            try:
+                outcome = plan.trainer.train(train, validation, seed=plan.seed, progress=self.progress)
+            except DsgenError as exc:
+                from dsgen.artifacts import write_json
+
+                failure = RunFailed(method.name, plan.seed, str(exc), extra)
+                write_json(self.result_path(plan).with_suffix(".failed.json"),
+                           {"method": method.name, "seed": plan.seed, "reason": str(exc), "extra": extra})
+                raise failure from None
             model, extra["training"] = outcome.model, outcome.log
             template = outcome.log.get("text_template")
             timings["train_seconds"] = round(time.perf_counter() - t2, 2)
@@ -254,15 +270,28 @@ class Runner:
 
 
 def run_many(methods: list[str], preset: Preset, seeds: list[int], runner: Runner, generator: str | None = None,
-             encoder: str | None = None, device: str | None = None, on_result: Any = None) -> dict[str, list[Result]]:
-    """Every (method, seed) run, reusing what is cached; methods resolved before any work starts."""
+             encoder: str | None = None, device: str | None = None, on_result: Any = None,
+             failures: list[RunFailed] | None = None) -> dict[str, list[Result]]:
+    """Every (method, seed) run, reusing what is cached; methods resolved before any work starts.
+
+    With a ``failures`` list, a run that stops on its data (:class:`RunFailed`) is recorded there
+    and the other runs go on; the method is left out of the returned results.
+    """
     plans = {m: [plan_run(get_method(m), preset, s, generator, encoder, device) for s in seeds] for m in methods}
     out: dict[str, list[Result]] = {}
     for m, ps in plans.items():
         out[m] = []
         for p in ps:
-            r = runner.run(p)
+            try:
+                r = runner.run(p)
+            except RunFailed as exc:
+                if failures is None:
+                    raise
+                failures.append(exc)
+                continue
             out[m].append(r)
             if on_result:
                 on_result(m, p, r)
+        if not out[m]:
+            del out[m]
     return out

@@ -19,6 +19,14 @@ def gense() -> Method:
                   reweighter="discriminator", trainer="contrastive")
 
 
+@register_method("gense-no-filter")
+def gense_no_filter() -> Method:
+    return Method(description="GenSE ablation: the same triplets without the discriminator filter",
+                  paper=PAPER, generator="debiased", generation={"task": "gense"},
+                  postprocess={"label_smoothing": 0.0, "random_pairs_per_x1": 0, "validation_fraction": 0.0},
+                  trainer="contrastive")
+
+
 @register_method("dino-gense-filter")
 def dino_gense_filter() -> Method:
     return dino_recipe(description="DINO's data through GenSE's discriminator (labels 1 need P(true) >= 0.9, "

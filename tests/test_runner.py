@@ -12,7 +12,7 @@ from dsgen.data.pairs import Pair, read_pairs, write_pairs
 from dsgen.evaluation.comparison import Comparison, paired_bootstrap
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import Generator
-from dsgen.method import METHODS
+from dsgen.method import METHODS, get_method
 from dsgen.methods.dino import dino_recipe
 from dsgen.presets import Preset
 from dsgen.runner import Runner, plan_run, run_many
@@ -36,9 +36,14 @@ class MockGenerator(Generator):
         MockGenerator.calls += 1
         rng = random.Random(self.config.seed)
         pairs = []
+        gense = self.config.task == "gense"
         for i, x in enumerate(inputs):
             words = x.split()
             for _ in range(self.config.per_label):
+                if gense:
+                    pairs.append(Pair(x, " ".join(rng.sample(words, len(words))), "entailment"))
+                    pairs.append(Pair(x, inputs[(i + 1) % len(inputs)], "contradiction"))
+                    continue
                 pairs.append(Pair(x, " ".join(rng.sample(words, len(words))), 1.0))
                 pairs.append(Pair(x, " ".join(words[: max(1, len(words) // 2)]) + f" {rng.randint(0, 9)}", 0.5))
                 pairs.append(Pair(x, inputs[(i + 1 + rng.randrange(len(inputs) - 1)) % len(inputs)], 0.0))
@@ -54,6 +59,11 @@ def setup(tiny_encoder_dir, sts_data_dir, tmp_path_factory):
         METHODS.add("mock-dino", dino_recipe(description="DINO recipe on the mock generator", generator="mock-test"))
         METHODS.add("mock-random", dino_recipe(description="mock + random weights", generator="mock-test",
                                                reweighter="random"))
+        from dataclasses import replace
+
+        gense = get_method("gense")
+        METHODS.add("mock-gense", replace(gense, name="", generator="mock-test", reweighter_config={"alpha": 0.0}))
+        METHODS.add("mock-gense-strict", replace(gense, name="", generator="mock-test", reweighter_config={"alpha": 1.0}))
     inputs = tmp_path_factory.mktemp("inputs") / "x1.txt"
     rng = random.Random(0)
     words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()
@@ -107,3 +117,21 @@ def test_paired_bootstrap_is_zero_for_identical_and_positive_for_better_predicti
     assert np.allclose(same, 0)
     diff = paired_bootstrap([noisy], [better], gold, n_boot=200)
     assert np.percentile(diff, 2.5) > 0
+
+
+def test_gense_pipeline_and_a_filter_that_keeps_nothing(setup, tmp_path, tiny_lm_dir):
+    from dsgen.runner import RunFailed
+
+    preset, data = setup
+    preset = Preset(**{**preset.to_dict(), "generation": {"generator": str(tiny_lm_dir), "device": "cpu"}})
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    failures: list[RunFailed] = []
+    results = run_many(["mock-gense", "mock-gense-strict"], preset, [1], runner, failures=failures)
+    ok = results["mock-gense"][0]
+    assert ok.extra["reweighting"]["kept_fraction"] == 1.0 and ok.extra["training"]["triplets"] == 40  # one distinct contradiction per x1
+    assert "mock-gense-strict" not in results and len(failures) == 1
+    failure = failures[0]
+    assert "no complete" in failure.reason and "warning" in failure.extra["reweighting"]
+    assert runner.result_path(plan_run("mock-gense-strict", preset, 1)).with_suffix(".failed.json").exists()
+    with pytest.raises(RunFailed):
+        run_many(["mock-gense-strict"], preset, [1], runner)

@@ -62,6 +62,7 @@ class Comparison:
     results: dict[str, list[Result]]
     preset: str = ""
     n_boot: int = 1000
+    failures: list[Any] | None = None  # dsgen.runner.RunFailed of runs that produced no model
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -165,6 +166,19 @@ class Comparison:
                   self.display_frame().to_markdown(), ""]
         if self.diffs:
             lines += ["## Per-task differences", "", self.diff_frame().to_markdown(), ""]
+        reweighted = {m: [r.extra["reweighting"] for r in rs if "reweighting" in r.extra] for m, rs in self.results.items()}
+        if any(reweighted.values()):
+            lines += ["## Reweighting", ""]
+            for m, infos in reweighted.items():
+                for r, info in zip(self.results[m], infos):
+                    lines.append(f"- `{m}` seed {r.seed}: {summarise_reweighting(info)}")
+            lines.append("")
+        if self.failures:
+            lines += ["## Runs that produced no model", ""]
+            for f in self.failures:
+                rw = f.extra.get("reweighting")
+                lines.append(f"- `{f.method}` seed {f.seed}: {f.reason}" + (f" ({summarise_reweighting(rw)})" if rw else ""))
+            lines.append("")
         return "\n".join(lines)
 
     def to_rich(self) -> Any:
@@ -227,3 +241,15 @@ class Comparison:
             self.frame().to_csv(fh)
         self.bar_chart(paths["png"])
         return paths
+
+
+def summarise_reweighting(info: dict[str, Any]) -> str:
+    """One line: kept share, mean weight, per-label kept fractions, classifier accuracy, warnings."""
+    parts = [f"kept {info.get('kept', '?')} of {info.get('n', '?')} pairs", f"mean weight {info.get('mean_weight')}"]
+    if "sdi_validation_accuracy" in info:
+        parts.append(f"SDI validation accuracy {info['sdi_validation_accuracy']}%")
+    for label, k in (info.get("per_label") or {}).items():
+        parts.append(f"label {label} kept {100 * k['kept_fraction']:.1f}% (P(true) median {k['p_true_quantiles_10_25_50_75_90'][2]})")
+    if info.get("warning"):
+        parts.append(f"warning: {info['warning']}")
+    return "; ".join(parts)

@@ -27,6 +27,9 @@ GENSE_DISCRIMINATION_PROMPT = 'if "{x1}", does this mean that "{x2}"? true or fa
 TRUE_WORDS = (" true", "true", " True", "True")
 FALSE_WORDS = (" false", "false", " False", "False")
 ALMOST_NOTHING = 0.05
+# P(true) per (LM, prompt, x1, x2) for this process: seeds and methods that put the same pairs
+# through the same zero-shot discriminator score them once.
+_LM_SCORES: dict[tuple[int, str, str, str], float] = {}
 
 
 @dataclass
@@ -84,18 +87,21 @@ def lm_true_probability(lm: Any, pairs: list[tuple[str, str]], prompt: str, batc
     if not true_ids or not false_ids:
         raise DsgenError("the generator's tokenizer does not tell 'true' from 'false' by their first token")
     device = next(model.parameters()).device
-    out = []
+    texts = [prompt.format(x1=a, x2=b) for a, b in pairs]
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch together: less padding
+    out = np.zeros(len(texts))
     with torch.inference_mode():
-        for i in range(0, len(pairs), batch_size):
-            texts = [prompt.format(x1=a, x2=b) for a, b in pairs[i:i + batch_size]]
-            batch = tok(texts, return_tensors="pt", padding=True).to(device)  # left padding: last column is next
-            logp = torch.log_softmax(model(**batch).logits[:, -1].float(), dim=-1)
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            batch = tok([texts[j] for j in idx], return_tensors="pt", padding=True).to(device)  # left padding
+            logits = model(**batch, logits_to_keep=1).logits[:, -1].float()  # only the next-token position
+            logp = torch.log_softmax(logits, dim=-1)
             p_true = torch.logsumexp(logp[:, true_ids], dim=-1)
             p_false = torch.logsumexp(logp[:, false_ids], dim=-1)
-            out.append(torch.sigmoid(p_true - p_false).cpu().numpy())  # = P(t) / (P(t) + P(f))
+            out[idx] = torch.sigmoid(p_true - p_false).cpu().numpy()  # = P(t) / (P(t) + P(f))
             if progress:
-                progress(len(texts))
-    return np.concatenate(out) if out else np.zeros(0)
+                progress(len(idx))
+    return out
 
 
 def cross_encoder_probabilities(model_id: str, pairs: list[tuple[str, str]], batch_size: int, device: str) -> tuple[Any, Any]:
@@ -166,8 +172,14 @@ class DiscriminatorFilter(Reweighter):
         if cfg.scorer == "generator":
             if context.load_generator is None:
                 raise DsgenError("the zero-shot discriminator needs the run's generator LM; set scorer to a cross-encoder id")
-            with progress_bar("discriminate", total=len(texts), enabled=context.progress) as advance:
-                p_true = lm_true_probability(context.load_generator(), texts, cfg.prompt, cfg.batch_size, advance)
+            import numpy as np
+
+            lm = context.load_generator()
+            todo = list(dict.fromkeys(t for t in texts if (id(lm), cfg.prompt, *t) not in _LM_SCORES))
+            with progress_bar("discriminate", total=len(todo), enabled=context.progress and bool(todo)) as advance:
+                scores = lm_true_probability(lm, todo, cfg.prompt, cfg.batch_size, advance)
+            _LM_SCORES.update({(id(lm), cfg.prompt, *t): float(v) for t, v in zip(todo, scores)})
+            p_true = np.array([_LM_SCORES[(id(lm), cfg.prompt, *t)] for t in texts])
             return p_true, 1.0 - p_true
         return cross_encoder_probabilities(cfg.scorer, texts, cfg.batch_size, cfg.device)
 

@@ -123,6 +123,7 @@ class SdiClassifier:
 
         from dsgen.models import encoder_path, resolve_device
         from dsgen.progress import progress_bar
+        from dsgen.training.fit import noise_callbacks
 
         cfg = self.config
         n_val = max(1, round(len(examples) * cfg.validation_fraction)) if cfg.validation_fraction else 0
@@ -152,6 +153,8 @@ class SdiClassifier:
                                          dataloader_pin_memory=False)
                 trainer = Trainer(model=self.model, args=args, train_dataset=dataset,
                                   data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[_Progress()])
+                for cb in noise_callbacks(trainer):
+                    trainer.remove_callback(cb)
                 trainer.train()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -97,7 +97,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
                 dataloader_pin_memory=False)
             trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
                                                  evaluator=evaluator if select else None, callbacks=[_Progress()])
-            for cb in _noise_callbacks(trainer):
+            for cb in noise_callbacks(trainer):
                 trainer.remove_callback(cb)
             trainer.train()
     finally:
@@ -109,7 +109,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             "train_seconds": round(time.perf_counter() - started, 2)}
 
 
-def _noise_callbacks(trainer: Any) -> list[Any]:
+def noise_callbacks(trainer: Any) -> list[Any]:
     """Callbacks that print next to the rich bar: metric dicts, tqdm bars, model-card widgets
     (dsgen keeps the trained model in memory and writes no model card)."""
     from sentence_transformers.base.model_card import BaseModelCardCallback

@@ -9,7 +9,7 @@ from dsgen.registry import Registry
 from dsgen.runner import plan_run
 
 BUILTIN = {"base", "dino", "dino-x1x2", "dino-decay0", "dino-decay200", "dino-no-smoothing", "dino-no-augmentation",
-           "rise", "rise-filter", "rise-random", "gense", "dino-gense-filter"}
+           "rise", "rise-filter", "rise-random", "gense", "gense-no-filter", "dino-gense-filter"}
 
 
 def test_every_builtin_method_is_registered_and_composes_only_known_stages():
