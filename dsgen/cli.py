@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,6 +15,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Generate labelled sentence-pair datasets with language models and measure what they are worth.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (printed as ratios against a baseline measured in the same run).")
 app.add_typer(bench_app, name="bench")
+
+PRESET_HELP = "smoke (CI, minutes), quick (CPU comparison), paper (GPU, the paper's scale) or a .toml file."
+# Options shared by run, compare, regress and analyze.
+PresetOpt = Annotated[str, typer.Option(help=PRESET_HELP)]
+SeedsOpt = Annotated[Optional[str], typer.Option(help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's).")]
+GeneratorOpt = Annotated[Optional[str], typer.Option(help="Generator LM instead of the preset's.")]
+EncoderOpt = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (HF or sentence-transformers id).")]
+DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda or auto (default: the preset's).")]
+OutOpt = Annotated[Path, typer.Option(help="Folder for cached datasets and result files.")]
+DataDirOpt = Annotated[Optional[str], typer.Option(help="STS data folder (default: $DSGEN_DATA_DIR).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 
 
 def _console():
@@ -40,7 +51,7 @@ def generate(
     chunk_inputs: int = typer.Option(32, help="Inputs per resumable chunk."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     dtype: str = typer.Option("auto", help="auto (float32 on CPU, bfloat16 on CUDA), float32, bfloat16, float16."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
+    data_dir: DataDirOpt = None,
     seed: int = typer.Option(42, help="Random seed."),
     out: Path = typer.Option(Path("pairs.jsonl"), help="Output JSONL (a .meta.json sidecar is written beside it)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -153,7 +164,6 @@ def bench_eval(
 
 
 # -- methods: run, compare, regress -----------------------------------------------------------
-PRESET_HELP = "smoke (CI, minutes), quick (CPU comparison), paper (GPU, the paper's scale) or a .toml file."
 
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
@@ -197,14 +207,14 @@ def methods_cmd() -> None:
 @app.command("run")
 def run_cmd(
     method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
-    preset: str = typer.Option("quick", help=PRESET_HELP),
-    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's)."),
-    generator: Optional[str] = typer.Option(None, help="Generator LM instead of the preset's."),
-    encoder: Optional[str] = typer.Option(None, help="Encoder instead of the preset's (HF or sentence-transformers id)."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda or auto (default: the preset's)."),
-    out: Path = typer.Option(Path("runs"), help="Folder for cached datasets and result files."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    preset: PresetOpt = "quick",
+    seeds: SeedsOpt = None,
+    generator: GeneratorOpt = None,
+    encoder: EncoderOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs"),
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Generate (cached), train and evaluate one method; one result file per seed, then the table."""
     from dsgen.evaluation.tables import comparison_frame, to_rich
@@ -220,16 +230,16 @@ def run_cmd(
 @app.command("compare")
 def compare_cmd(
     methods: list[str] = typer.Argument(..., help="Methods; differences are taken to the first. `base` is added if absent."),
-    preset: str = typer.Option("quick", help=PRESET_HELP),
-    seeds: Optional[str] = typer.Option(None, help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's)."),
-    generator: Optional[str] = typer.Option(None, help="Generator LM instead of the preset's."),
-    encoder: Optional[str] = typer.Option(None, help="Encoder instead of the preset's."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda or auto."),
-    out: Path = typer.Option(Path("runs"), help="Folder for cached datasets and result files."),
+    preset: PresetOpt = "quick",
+    seeds: SeedsOpt = None,
+    generator: GeneratorOpt = None,
+    encoder: EncoderOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs"),
     results_dir: Path = typer.Option(Path("results"), help="Where the Markdown, CSV and PNG comparison go."),
     name: Optional[str] = typer.Option(None, help="File stem of the comparison (default: compare-<methods>)."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run what is missing, reuse what is cached, and emit one comparison table (+ Markdown, CSV, PNG)."""
     from dsgen.artifacts import ensure_writable_dir
@@ -257,14 +267,14 @@ def compare_cmd(
 
 @app.command("regress")
 def regress_cmd(
-    preset: str = typer.Option("smoke", help=PRESET_HELP),
+    preset: PresetOpt = "smoke",
     baseline: Optional[Path] = typer.Option(None, help="Baseline file (default: results/baseline/<preset>.json)."),
     tolerance: float = typer.Option(1.0, help="Points of Spearman x100 a task may fall below the baseline."),
     methods: Optional[str] = typer.Option(None, help="Methods for --update (default: base,dino)."),
     update: bool = typer.Option(False, "--update", help="Write the baseline from this run instead of checking."),
     out: Path = typer.Option(Path("runs/regress"), help="Scratch folder (recomputed from scratch every time)."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Rerun a preset from scratch and exit 1 when a task falls more than --tolerance below the baseline."""
     from rich.table import Table
@@ -305,12 +315,12 @@ def regress_cmd(
 @app.command("analyze")
 def analyze_cmd(
     method: str = typer.Argument("rise", help="A method whose reweighter records p_D (rise, rise-filter)."),
-    preset: str = typer.Option("quick", help=PRESET_HELP),
+    preset: PresetOpt = "quick",
     seed: int = typer.Option(1, help="Which seed's run to analyse (run first if missing)."),
-    out: Path = typer.Option(Path("runs"), help="Folder for cached datasets and result files."),
+    out: OutOpt = Path("runs"),
     results_dir: Path = typer.Option(Path("results"), help="Where the Markdown table and PNG histogram go."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """RISE's Table 1 for a run: top / bottom 10% of machine sentences by p_D against the human ones."""
     from dsgen.artifacts import atomic_open, ensure_writable_dir

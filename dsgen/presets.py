@@ -39,7 +39,7 @@ class Preset(Config):
     name: str = ""
     description: str = ""
     seeds: list[int] = field(default_factory=lambda: [1])
-    data_seed: int | None = 42
+    data_seed: int | None = None
     inputs: str = "stsb-train"
     max_inputs: int | None = None
     x1_entries_per_label: int = 100

@@ -65,6 +65,26 @@ def _scale(preset_layer: dict[str, Any], cls: type) -> dict[str, Any]:
     return {k: v for k, v in preset_layer.items() if k in _fields(cls)}
 
 
+def _check_preset_keys(preset: Preset) -> None:
+    """A preset key that no config of its section knows is a typo: say so instead of ignoring it."""
+    import difflib
+
+    from dsgen.generation.debiased import GenerationConfig
+    from dsgen.reweighting.base import REWEIGHTERS
+    from dsgen.training.base import TRAINERS
+
+    sections = {"generation": {GenerationConfig},
+                "training": {TRAINERS.get(n).config_class for n in TRAINERS.names()},
+                "reweighting": {REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
+    for section, classes in sections.items():
+        known = set().union(*(_fields(c) for c in classes))
+        for key in getattr(preset, section):
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise DsgenError(f"preset {preset.name}: unknown [{section}] setting '{key}'{hint}")
+
+
 @dataclass
 class RunPlan:
     """Every resolved setting of one run; its hash is the run key."""
@@ -104,6 +124,7 @@ def plan_run(method: Method | str, preset: Preset, seed: int, generator: str | N
     from dsgen.training.base import TRAINERS
 
     method = get_method(method) if isinstance(method, str) else method
+    _check_preset_keys(preset)
     cli_gen = {k: v for k, v in {"generator": generator, "device": device}.items() if v}
     data_seed = preset.data_seed if preset.data_seed is not None else seed
     plan = RunPlan(method, preset, seed, overrides={"generator": generator, "encoder": encoder, "device": device})

@@ -91,14 +91,12 @@ def rise_table(machine: list[tuple[str, str, float]], human: list[tuple[str, str
 
 def weight_histogram(weights: list[float], path: Any, title: str = "") -> None:
     """PNG histogram of importance weights, written atomically."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dsgen.artifacts import atomic_open
+    from dsgen.artifacts import write_figure
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist(weights, bins=40, range=(0, 1), color="#4c72b0")
@@ -106,8 +104,4 @@ def weight_histogram(weights: list[float], path: Any, title: str = "") -> None:
     ax.set_ylabel("training pairs")
     ax.set_title(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    with atomic_open(path, "wb") as fh:
-        fh.write(buf.getvalue())
+    write_figure(fig, path)

@@ -198,15 +198,13 @@ class Comparison:
 
     def bar_chart(self, path: str | Path) -> None:
         """Grouped bars: one group per task (and the average), one bar per method, std as error bars."""
-        import io
-
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import numpy as np
 
-        from dsgen.artifacts import atomic_open
+        from dsgen.artifacts import write_figure
 
         num = self.frame()
         cols = [TASK_LABELS.get(t, t) for t in self.tasks] + ["Avg."]
@@ -223,11 +221,7 @@ class Comparison:
         ax.set_title(f"preset {self.preset}")
         ax.legend(fontsize=8, ncol=2)
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120)
-        plt.close(fig)
-        with atomic_open(path, "wb") as fh:
-            fh.write(buf.getvalue())
+        write_figure(fig, path)
 
     def write(self, folder: str | Path, stem: str, command: str = "") -> dict[str, Path]:
         """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder``."""

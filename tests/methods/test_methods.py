@@ -97,6 +97,13 @@ def test_unknown_preset_and_bad_preset_file(tmp_path):
         load_preset(str(bad))
 
 
+def test_preset_section_typos_are_reported():
+    preset = load_preset("smoke")
+    preset.training = {"encodr": "x"}
+    with pytest.raises(DsgenError, match="unknown \\[training\\] setting 'encodr' \\(did you mean 'encoder'"):
+        plan_run("dino", preset, 1)
+
+
 def test_method_is_only_a_recipe():
     m = Method(name="x", generator=None, trainer=None, postprocess=None)
     assert not m.uses_seed and m.stages() == "no training"

@@ -13,9 +13,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin"
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
+    import shutil
+
     target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / "plugin"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))  # keep the checkout clean
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True, timeout=300)
+                    "--target", str(target), str(source)], check=True, capture_output=True, timeout=300)
     return {**os.environ, "PYTHONPATH": str(target), "COLUMNS": "250"}
 
 
