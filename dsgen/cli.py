@@ -374,6 +374,7 @@ def main() -> None:
     # dsgen draws its own rich progress bars; silence the libraries' tqdm bars and info logs.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         app()
     except DsgenError as exc:

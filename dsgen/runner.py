@@ -240,7 +240,9 @@ class Runner:
             else:
                 inputs = human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir)
             pairs = self.dataset(plan.generation, inputs, method.generator)
-            extra["dataset_key"] = stable_hash({"config": plan.generation.to_dict(), "inputs": inputs})
+            from dsgen.generation.debiased import dataset_key
+
+            extra["dataset_key"] = dataset_key(plan.generation, inputs)
             extra["generated_pairs"] = len(pairs)
             timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
             if plan.postprocess is not None:
