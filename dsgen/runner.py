@@ -170,6 +170,7 @@ class Runner:
         self.progress = progress
         self.fresh = fresh
         self._fresh_done: set[str] = set()
+        self._evaluators: dict[tuple[str, ...], Any] = {}  # task pairs read once per runner
 
     def result_path(self, plan: RunPlan) -> Path:
         seed = f"seed-{plan.seed}"
@@ -226,7 +227,7 @@ class Runner:
         method, preset = plan.method, plan.preset
         timings: dict[str, float] = {}
         extra: dict[str, Any] = {"run_key": plan.key, "plan": plan.to_dict()}
-        evaluator = StsEvaluator(preset.tasks, self.data_dir)
+        evaluator = self._evaluators.setdefault(tuple(preset.tasks), StsEvaluator(preset.tasks, self.data_dir))
         evaluator.pairs  # fail on missing data before any long work
         t0 = time.perf_counter()
         human: list[str] | None = None
