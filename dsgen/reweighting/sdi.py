@@ -113,17 +113,14 @@ class SdiClassifier:
 
     def fit(self, examples: list[tuple[Any, int]], seed: int, progress: bool = True) -> dict[str, Any]:
         """Train on 90% of ``examples``; return accuracy on the other 10%."""
-        import shutil
-        import tempfile
         import time
 
         from datasets import Dataset
         from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
-                                  TrainerCallback, TrainingArguments)
+                                  TrainingArguments)
 
         from dsgen.models import encoder_path, resolve_device
-        from dsgen.progress import progress_bar
-        from dsgen.training.fit import noise_callbacks
+        from dsgen.training.fit import train_with_progress
 
         cfg = self.config
         n_val = max(1, round(len(examples) * cfg.validation_fraction)) if cfg.validation_fraction else 0
@@ -137,27 +134,18 @@ class SdiClassifier:
         enc = self._encode([x for x, _ in train])
         dataset = Dataset.from_dict({**enc, "labels": [y for _, y in train]})
         steps = max(1, int(-(-len(train) // cfg.batch_size) * cfg.epochs))
-        tmp = tempfile.mkdtemp(prefix="dsgen-sdi-")
         started = time.perf_counter()
-        try:
-            with progress_bar("SDI classifier", total=steps, unit="steps", enabled=progress) as advance:
 
-                class _Progress(TrainerCallback):
-                    def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
-                        advance(1)
+        def build(output_dir: str, callback: Any) -> Any:
+            args = TrainingArguments(output_dir=output_dir, per_device_train_batch_size=cfg.batch_size,
+                                     num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate, seed=seed,
+                                     save_strategy="no", logging_strategy="no", report_to="none",
+                                     disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
+                                     dataloader_pin_memory=False)
+            return Trainer(model=self.model, args=args, train_dataset=dataset,
+                           data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[callback])
 
-                args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=cfg.batch_size,
-                                         num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate, seed=seed,
-                                         save_strategy="no", logging_strategy="no", report_to="none",
-                                         disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
-                                         dataloader_pin_memory=False)
-                trainer = Trainer(model=self.model, args=args, train_dataset=dataset,
-                                  data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[_Progress()])
-                for cb in noise_callbacks(trainer):
-                    trainer.remove_callback(cb)
-                trainer.train()
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        train_with_progress(build, "SDI classifier", steps, progress)
         self.model.eval()
         info: dict[str, Any] = {"sdi_train_examples": len(train), "sdi_validation_examples": len(val),
                                 "sdi_train_seconds": round(time.perf_counter() - started, 2)}

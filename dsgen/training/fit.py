@@ -9,11 +9,10 @@ and cleans up the temporary checkpoints.
 from __future__ import annotations
 
 import math
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from dsgen.config import Config
 
@@ -61,52 +60,69 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     """Train ``model`` in place; return a log (steps, best step and validation score, seconds)."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
-    from transformers import TrainerCallback
 
     from dsgen.models import resolve_device
-    from dsgen.progress import progress_bar
 
     n = len(train_dataset)
     steps = max(1, math.ceil(n / cfg.batch_size) * cfg.epochs)
     eval_steps = cfg.evaluation_steps or max(1, math.ceil(steps / 10))
     select = evaluator is not None and metric is not None and cfg.model_selection
-    tmp = tempfile.mkdtemp(prefix="dsgen-train-")
     started = time.perf_counter()
     history: list[tuple[int, float]] = []
-    try:
-        with progress_bar("train", total=int(steps), unit="steps", enabled=progress) as advance:
 
-            class _Progress(TrainerCallback):
-                def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
-                    advance(1)
+    def on_evaluate(step: int, metrics: dict[str, float]) -> None:
+        if metric in metrics:
+            history.append((step, float(metrics[metric])))
 
-                def on_evaluate(self, args, state, control, metrics=None, **kw):  # noqa: ANN001
-                    if metrics and metric in metrics:
-                        history.append((state.global_step, float(metrics[metric])))
+    def build(output_dir: str, callback: Any) -> Any:
+        args = SentenceTransformerTrainingArguments(
+            output_dir=output_dir, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
+            learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,
+            lr_scheduler_type="linear", seed=seed, data_seed=seed,
+            eval_strategy="steps" if select else "no", eval_steps=eval_steps if select else None,
+            save_strategy="steps" if select else "no", save_steps=eval_steps if select else None,
+            save_only_model=True, save_total_limit=1, load_best_model_at_end=select,
+            metric_for_best_model=metric if select else None, greater_is_better=True,
+            batch_sampler=BatchSamplers.NO_DUPLICATES if no_duplicates else BatchSamplers.BATCH_SAMPLER,
+            logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
+            dataloader_pin_memory=False)
+        return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
+                                          evaluator=evaluator if select else None, callbacks=[callback])
 
-            args = SentenceTransformerTrainingArguments(
-                output_dir=tmp, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
-                learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,
-                lr_scheduler_type="linear", seed=seed, data_seed=seed,
-                eval_strategy="steps" if select else "no", eval_steps=eval_steps if select else None,
-                save_strategy="steps" if select else "no", save_steps=eval_steps if select else None,
-                save_only_model=True, save_total_limit=1, load_best_model_at_end=select,
-                metric_for_best_model=metric if select else None, greater_is_better=True,
-                batch_sampler=BatchSamplers.NO_DUPLICATES if no_duplicates else BatchSamplers.BATCH_SAMPLER,
-                logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
-                dataloader_pin_memory=False)
-            trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
-                                                 evaluator=evaluator if select else None, callbacks=[_Progress()])
-            for cb in noise_callbacks(trainer):
-                trainer.remove_callback(cb)
-            trainer.train()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    train_with_progress(build, "train", int(steps), progress, on_evaluate)
     best = max(history, key=lambda h: h[1]) if history else None
     return {"train_examples": n, "steps": int(steps), "evaluation_steps": eval_steps if select else None,
             "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
             "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,
             "train_seconds": round(time.perf_counter() - started, 2)}
+
+
+def train_with_progress(build: Callable[[str, Any], Any], description: str, steps: int, progress: bool = True,
+                        on_evaluate: Callable[[int, dict[str, float]], None] | None = None) -> None:
+    """Run a Hugging Face / sentence-transformers trainer behind dsgen's rich progress bar.
+
+    ``build(output_dir, callback)`` returns the trainer; the output folder is temporary (checkpoints
+    for model selection) and removed afterwards, and the libraries' own printing callbacks are dropped.
+    """
+    from transformers import TrainerCallback
+
+    from dsgen.progress import progress_bar
+
+    with tempfile.TemporaryDirectory(prefix="dsgen-train-", ignore_cleanup_errors=True) as tmp, \
+            progress_bar(description, total=steps, unit="steps", enabled=progress) as advance:
+
+        class _Progress(TrainerCallback):
+            def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
+                advance(1)
+
+            def on_evaluate(self, args, state, control, metrics=None, **kw):  # noqa: ANN001
+                if on_evaluate and metrics:
+                    on_evaluate(state.global_step, metrics)
+
+        trainer = build(tmp, _Progress())
+        for cb in noise_callbacks(trainer):
+            trainer.remove_callback(cb)
+        trainer.train()
 
 
 def noise_callbacks(trainer: Any) -> list[Any]:
