@@ -32,6 +32,22 @@ def ensure_writable_dir(path: Path) -> Path:
     return path
 
 
+def check_writable_target(path: Path) -> Path:
+    """Fail early, and without leaving anything behind, when ``path`` (a file or folder to be made
+    later) could not be created: its nearest existing ancestor must be a folder we can write in."""
+    path = Path(path).absolute()
+    ancestor = path if path.is_dir() else path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise DsgenError(f"cannot write {path}: {ancestor} is a file, not a folder; choose another path")
+    try:
+        Path(tempfile.mkdtemp(prefix=".dsgen-probe-", dir=ancestor)).rmdir()
+    except OSError as exc:
+        raise DsgenError(f"cannot write {path}: {ancestor} is not writable ({exc.strerror}); choose another path") from None
+    return path
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[Any]:
     """Open a temporary file beside ``path``; rename it over ``path`` only on success."""

@@ -1,11 +1,17 @@
 """The ``dsgen`` command line. Heavy libraries are imported inside the commands so that
-``dsgen --help`` answers at once."""
+``dsgen --help`` answers at once.
+
+Every command checks what it was given before any long work and before writing anything: bad
+input is one line on stderr and exit code 2. Everything a command writes goes under its
+``--out`` (or the file it was given); ``--publish DIR`` additionally copies tables into a
+folder such as the committed ``results/``.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -16,22 +22,51 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (printed as ratios against a baseline measured in the same run).")
 app.add_typer(bench_app, name="bench")
 
-PRESET_HELP = "smoke (CI, minutes), quick (CPU comparison), paper (GPU, the paper's scale) or a .toml file."
-# Options shared by run, compare, regress and analyze.
+PRESET_HELP = "smoke (CI, minutes), quick (MiniLM, CPU), cpu (raw encoder, the papers' claims on CPU), paper (GPU) or a .toml file."
+# Options shared by the commands that run methods.
 PresetOpt = Annotated[str, typer.Option(help=PRESET_HELP)]
 SeedsOpt = Annotated[Optional[str], typer.Option(help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's).")]
 GeneratorOpt = Annotated[Optional[str], typer.Option(help="Generator LM instead of the preset's.")]
-EncoderOpt = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (HF or sentence-transformers id).")]
+EncoderOpt = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (alias, HF or sentence-transformers id).")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda or auto (default: the preset's).")]
-OutOpt = Annotated[Path, typer.Option(help="Folder for cached datasets and result files.")]
+PreprocessOpt = Annotated[Optional[str], typer.Option(help="Evaluation text: raw (MTEB) or senteval (GenSE's convention).")]
+OutOpt = Annotated[Path, typer.Option(help="Folder for cached datasets, result files and tables.")]
+PublishOpt = Annotated[Optional[Path], typer.Option(help="Also write the tables under DIR/<preset>/ (e.g. the committed results/).")]
 DataDirOpt = Annotated[Optional[str], typer.Option(help="STS data folder (default: $DSGEN_DATA_DIR).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+BackendOpt = Annotated[str, typer.Option(help="Generation backend: local (this process) or ray (pip install 'dsgen[ray]').")]
+AddressOpt = Annotated[Optional[str], typer.Option(help="Ray cluster: auto or HOST:PORT (default: a local Ray for the run).")]
+WorkersOpt = Annotated[Optional[int], typer.Option(help="Ray actors (default: 1 per GPU with --device cuda, else 2).")]
 
 
 def _console():
-    from rich.console import Console
+    from dsgen.console import console
 
-    return Console()
+    return console()
+
+
+def _command() -> str:
+    return " ".join(["dsgen", *sys.argv[1:]])
+
+
+def _backend(backend: str, address: Optional[str], workers: Optional[int], device: Optional[str]) -> Any:
+    """The generation backend object (``None`` = local); a one-line error for a bad choice."""
+    from dsgen.generation.backends import BACKENDS
+
+    if backend not in BACKENDS:
+        raise DsgenError(BACKENDS.unknown_message(backend))
+    if backend == "local":
+        if address is not None or workers is not None:
+            raise DsgenError("--address and --workers need --backend ray")
+        return None
+    if workers is not None and workers < 1:
+        raise DsgenError(f"--workers must be at least 1 (got {workers})")
+    from dsgen.generation.ray_backend import RayBackend
+
+    return RayBackend(address=address, workers=workers, device=device or "auto")
+
+
+# -- generation and evaluation --------------------------------------------------------------------
 
 
 @app.command()
@@ -39,7 +74,8 @@ def generate(
     task: str = typer.Option("sts-x2", help="Task spec: sts-x2, sts-x1, gense, or a DINO-format JSON file."),
     inputs: Optional[str] = typer.Option(None, help="x1 source: stsb-train, a text file (one per line) or an sts-x1 JSONL."),
     max_inputs: Optional[int] = typer.Option(None, help="Use only the first N inputs."),
-    per_label: int = typer.Option(2, help="Continuations per (x1, label)."),
+    per_label: int = typer.Option(5, help="Continuations drawn per (x1, label) (DINO: 5; postprocessing keeps 2)."),
+    max_attempts: int = typer.Option(1, help="Tries per (x1, label); >1 re-samples rejected outputs (not DINO's)."),
     entries_per_label: int = typer.Option(100, help="Sentences per label for tasks without inputs (sts-x1)."),
     generator: str = typer.Option("smollm2-135m", help="smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file."),
     decay: float = typer.Option(100.0, help="Self-debiasing decay constant lambda (0: off)."),
@@ -50,79 +86,68 @@ def generate(
     batch_size: int = typer.Option(128, help="Most sequences (main + counter rows) decoded together."),
     chunk_inputs: int = typer.Option(32, help="Inputs per resumable chunk."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
-    dtype: str = typer.Option("auto", help="auto (float32 on CPU, bfloat16 on CUDA), float32, bfloat16, float16."),
+    dtype: str = typer.Option("float32", help="float32 (DINO), bfloat16 or float16."),
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
     data_dir: DataDirOpt = None,
     seed: int = typer.Option(42, help="Random seed."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming finished chunks."),
     out: Path = typer.Option(Path("pairs.jsonl"), help="Output JSONL (a .meta.json sidecar is written beside it)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    quiet: QuietOpt = False,
 ) -> None:
     """Generate a labelled pair dataset with self-debiased decoding (DINO)."""
+    from dsgen.artifacts import check_writable_target
     from dsgen.data.inputs import load_inputs
     from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
     from dsgen.generation.decoding import SamplingConfig
     from dsgen.taskspec import load_task_spec
 
-    for name, value in (("--per-label", per_label), ("--batch-size", batch_size), ("--chunk-inputs", chunk_inputs),
-                        ("--max-new-tokens", max_new_tokens), ("--entries-per-label", entries_per_label)):
-        if value < 1:
-            raise DsgenError(f"{name} must be at least 1 (got {value})")
-    if not 0 < top_p <= 1:
-        raise DsgenError(f"--top-p must be in (0, 1] (got {top_p})")
-    load_task_spec(task, with_inputs=inputs is not None)  # validate before loading anything heavy
-    texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
-    cfg = GenerationConfig(task=task, generator=generator, per_label=per_label, entries_per_label=entries_per_label,
-                           counter_labels=not no_counter_labels,
+    cfg = GenerationConfig(task=task, generator=generator, per_label=per_label, max_attempts=max_attempts,
+                           entries_per_label=entries_per_label, counter_labels=not no_counter_labels,
                            sampling=SamplingConfig(decay_constant=decay, top_k=top_k, top_p=top_p,
                                                    max_new_tokens=max_new_tokens),
-                           batch_size=batch_size, chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed)
-    gen = DebiasedGenerator(cfg)
-    pairs = gen.generate(texts, out, progress=not quiet)
-    lm = gen.lm.describe()
+                           batch_size=batch_size, chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed).check()
+    load_task_spec(task, with_inputs=inputs is not None)  # validate before loading anything heavy
+    check_writable_target(out)
+    texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
+    gen = DebiasedGenerator(cfg, backend=_backend(backend, address, workers, device))
+    if gen.backend is None:
+        gen.lm  # load (and fail on a bad model or device) before anything is written
+    pairs = gen.generate(texts, out, progress=not quiet, resume=not fresh)
+    lm = gen.lm.describe() if gen.backend is None else {"name": generator, "load_seconds": "-", "dequantised_cache_hit": True}
     _console().print(f"wrote {len(pairs)} pairs to {out} (generator {lm['name']}, loaded in {lm['load_seconds']} s, "
                      f"dequantised cache {'hit' if lm['dequantised_cache_hit'] else 'built'})")
 
 
-@bench_app.command("generation")
-def bench_generation(
-    generator: str = typer.Option("smollm2-135m", help="Generator LM."),
-    n_inputs: int = typer.Option(24, help="STS benchmark train sentences to use."),
-    batch_size: int = typer.Option(128, help="Rows of the fast core."),
-    greedy_items: int = typer.Option(12, help="(x1, label) items for the greedy equivalence check (0: skip)."),
-    data_dir: Optional[str] = typer.Option(None),
-    device: str = typer.Option("auto"),
-    seed: int = typer.Option(42),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
-) -> None:
-    """Core vs DINO-style reference loop: outputs/s, ratio, tokens/s, roofline share, greedy agreement."""
-    from dsgen.benchmarks.generation import run
-
-    run(generator=generator, n_inputs=n_inputs, batch_size=batch_size, greedy_items=greedy_items,
-        data_dir=data_dir, device=device, seed=seed, json_out=json_out)
-
-
 @app.command("eval")
 def eval_cmd(
-    model: str = typer.Argument(..., help="Sentence-transformers id or path, or minilm-l6 (embedded all-MiniLM-L6-v2)."),
+    model: str = typer.Argument(..., help="Encoder: minilm-l6, a causal-LM encoder alias (see README), or an id or path."),
     tasks: Optional[str] = typer.Option(None, help="Comma-separated tasks (default: DINO's Table 1 columns; 'mteb': MTEB's seven)."),
-    data_dir: Optional[str] = typer.Option(None, help="STS data folder (default: $DSGEN_DATA_DIR, else MTEB's Hub copies)."),
+    data_dir: DataDirOpt = None,
+    preprocess: str = typer.Option("raw", help="Evaluation text: raw (MTEB) or senteval (GenSE's convention)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Result file (default: runs/eval/<model>.json)."),
     batch_size: int = typer.Option(64, help="Encoding batch size."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
 ) -> None:
     """Evaluate a sentence encoder on STS12-16, STSb and SICK-R (Spearman x100, as MTEB)."""
+    from dsgen.artifacts import check_writable_target
     from dsgen.evaluation.evaluator import StsEvaluator
     from dsgen.evaluation.tables import comparison_frame, to_rich
     from dsgen.evaluation.tasks import parse_tasks
-    from dsgen.models import load_encoder
+    from dsgen.models import check_device, load_encoder
 
     names = parse_tasks(tasks)
     if batch_size < 1:
         raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
-    evaluator = StsEvaluator(names, data_dir, batch_size)
+    check_device(device)
+    slug = model.strip("/").replace("/", "__").replace(":", "_")
+    path = json_out or Path("runs") / "eval" / f"{slug}.json"
+    check_writable_target(path)
+    evaluator = StsEvaluator(names, data_dir, batch_size, preprocess=preprocess)
     evaluator.pairs  # fail on bad data before loading the model
     result = evaluator.evaluate(load_encoder(model, device), name=model)
-    slug = model.strip("/").replace("/", "__")
-    path = json_out or Path("runs") / "eval" / f"{slug}.json"
+    result.extra["evaluation_data"] = {"fingerprint": evaluator.fingerprint(), "preprocess": preprocess}
     result.save(path)
     console = _console()
     console.print(to_rich(comparison_frame([result], names), title="Spearman x 100 (cosine)"))
@@ -137,9 +162,12 @@ def table_cmd(
     csv: Optional[Path] = typer.Option(None, help="Also write the table as CSV."),
 ) -> None:
     """Build one comparison table from result files (best per column marked)."""
-    from dsgen.artifacts import atomic_open
+    from dsgen.artifacts import atomic_open, check_writable_target
     from dsgen.evaluation.tables import comparison_frame, load_results, to_csv, to_markdown, to_rich
 
+    for target in (markdown, csv):
+        if target is not None:
+            check_writable_target(target)
     frame = comparison_frame(load_results(results))
     _console().print(to_rich(frame, title="Spearman x 100 (cosine)"))
     if markdown:
@@ -149,27 +177,75 @@ def table_cmd(
         to_csv(frame, csv)
 
 
+@bench_app.command("generation")
+def bench_generation(
+    generator: str = typer.Option("smollm2-135m", help="Generator LM."),
+    n_inputs: int = typer.Option(24, help="STS benchmark train sentences to use."),
+    batch_size: int = typer.Option(256, help="Rows of the fast core."),
+    greedy_items: int = typer.Option(12, help="(x1, label) items for the greedy equivalence check (0: skip)."),
+    data_dir: DataDirOpt = None,
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    seed: int = typer.Option(42),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
+) -> None:
+    """Core vs DINO-style reference loop: outputs/s, ratio, tokens/s, share of the machine's peak, greedy agreement."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.generation import run
+    from dsgen.models import check_device
+
+    if n_inputs < 1 or batch_size < 1 or greedy_items < 0:
+        raise DsgenError("--n-inputs and --batch-size must be at least 1 and --greedy-items non-negative")
+    check_device(device)
+    if json_out:
+        check_writable_target(json_out)
+    run(generator=generator, n_inputs=n_inputs, batch_size=batch_size, greedy_items=greedy_items,
+        data_dir=data_dir, device=device, seed=seed, json_out=json_out)
+
+
 @bench_app.command("eval")
 def bench_eval(
     model: str = typer.Option("minilm-l6", help="Encoder."),
     tasks: Optional[str] = typer.Option("mteb", help="Tasks (default: MTEB's seven)."),
-    data_dir: Optional[str] = typer.Option(None),
-    batch_size: int = typer.Option(64),
+    data_dir: DataDirOpt = None,
+    batch_size: int = typer.Option(64, help="Batch size of the naive baseline."),
     json_out: Optional[Path] = typer.Option(None, "--json"),
 ) -> None:
-    """Distinct-sentence encoding vs naive per-task encoding: sentences/s, ratio, score agreement."""
+    """The evaluator (distinct sentences once, length-bucketed batches) vs naive per-task encoding: sentences/s, ratio, score agreement."""
+    from dsgen.artifacts import check_writable_target
     from dsgen.benchmarks.evaluation import run
+    from dsgen.evaluation.tasks import parse_tasks
 
+    parse_tasks(tasks)
+    if batch_size < 1:
+        raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
+    if json_out:
+        check_writable_target(json_out)
     run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out)
 
 
-# -- methods: run, compare, regress -----------------------------------------------------------
+# -- methods: plan, run, compare, regress, analyze, claims -------------------------------------
+
+
+def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, device: Optional[str] = None,
+               preprocess: Optional[str] = None) -> Any:
+    from dsgen.evaluation.preprocess import check_preprocess
+    from dsgen.models import check_device
+    from dsgen.planning import Overrides
+
+    if device is not None:
+        check_device(device)
+    if preprocess is not None:
+        check_preprocess(preprocess)
+    return Overrides(generator, encoder, device, preprocess)
 
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
-             quiet: bool, fresh: bool = False):
-    """Validate everything cheap before any long work: methods, preset, seeds, output folder."""
+             quiet: bool, overrides: Any, fresh: bool = False, backend: Any = None) -> tuple[Any, list[int], Any]:
+    """Validate everything cheap before any long work (methods, preset, seeds, plans, output folder),
+    then make the runner (which creates ``out``)."""
+    from dsgen.artifacts import check_writable_target
     from dsgen.method import get_method
+    from dsgen.planning import plan_run
     from dsgen.presets import load_preset, parse_seeds
     from dsgen.runner import Runner
 
@@ -177,14 +253,33 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
         get_method(m)
     p = load_preset(preset)
     seed_list = parse_seeds(seeds, p.seeds)
-    return p, seed_list, Runner(out, data_dir, progress=not quiet, fresh=fresh)
+    for m in methods:
+        plan_run(m, p, seed_list[0], overrides)  # a bad setting fails here, before anything runs
+    check_writable_target(out)
+    return p, seed_list, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend)
 
 
-def _report(console):
-    def on_result(method, plan, result):
+def _report(console: Any) -> Any:
+    def on_result(method: str, plan: Any, result: Any) -> None:
         console.print(f"[bold]{method}[/bold] seed {plan.seed}: avg {result.average:.2f} "
                       f"({', '.join(f'{t} {s.spearman:.2f}' for t, s in result.tasks.items())})")
     return on_result
+
+
+def _publish(paths: dict[str, Path], publish: Optional[Path], preset: str) -> list[Path]:
+    """Copy written tables into ``publish/<preset>/`` (an explicit choice, e.g. the committed results/)."""
+    if publish is None:
+        return []
+    from dsgen.artifacts import atomic_open, ensure_writable_dir
+
+    folder = ensure_writable_dir(publish / preset)
+    copied = []
+    for path in paths.values():
+        target = folder / path.name
+        with atomic_open(target, "wb") as fh:
+            fh.write(path.read_bytes())
+        copied.append(target)
+    return copied
 
 
 @app.command("methods")
@@ -204,6 +299,40 @@ def methods_cmd() -> None:
     _console().print(table)
 
 
+@app.command("plan")
+def plan_cmd(
+    method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
+    preset: PresetOpt = "quick",
+    seed: Optional[int] = typer.Option(None, help="Seed (default: the preset's first)."),
+    generator: GeneratorOpt = None,
+    encoder: EncoderOpt = None,
+    device: DeviceOpt = None,
+    preprocess: PreprocessOpt = None,
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON (settings and their origins)."),
+) -> None:
+    """Print every resolved setting a run would use, and where each value came from."""
+    import json
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+
+    p = load_preset(preset)
+    plan = plan_run(method, p, seed if seed is not None else p.seeds[0],
+                    _overrides(generator, encoder, device, preprocess))
+    if as_json:
+        print(json.dumps({"plan": plan.to_dict(), "origins": plan.origins}, indent=2, default=str))
+        return
+    table = Table(title=f"plan: {method}, preset {p.name}")
+    for col in ("section", "setting", "value", "from"):
+        table.add_column(col, overflow="fold")
+    for section, key, value, origin in plan.rows():
+        table.add_row(section, key, escape(repr(value) if isinstance(value, str) else str(value)), origin)
+    _console().print(table)
+
+
 @app.command("run")
 def run_cmd(
     method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
@@ -212,6 +341,10 @@ def run_cmd(
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
+    preprocess: PreprocessOpt = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
     out: OutOpt = Path("runs"),
     data_dir: DataDirOpt = None,
     quiet: QuietOpt = False,
@@ -220,9 +353,11 @@ def run_cmd(
     from dsgen.evaluation.tables import comparison_frame, to_rich
     from dsgen.runner import run_many
 
-    p, seed_list, runner = _prepare([method], preset, seeds, out, data_dir, quiet)
+    ov = _overrides(generator, encoder, device, preprocess)
+    p, seed_list, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
+                                    backend=_backend(backend, address, workers, device))
     console = _console()
-    results = run_many([method], p, seed_list, runner, generator, encoder, device, on_result=_report(console))
+    results = run_many([method], p, seed_list, runner, ov, on_result=_report(console))
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
     console.print(f"results under {runner.out / 'results' / p.name / method}")
 
@@ -235,81 +370,88 @@ def compare_cmd(
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
+    preprocess: PreprocessOpt = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
     out: OutOpt = Path("runs"),
-    results_dir: Path = typer.Option(Path("results"), help="Where the Markdown, CSV and PNG comparison go."),
+    publish: PublishOpt = None,
     name: Optional[str] = typer.Option(None, help="File stem of the comparison (default: compare-<methods>)."),
     data_dir: DataDirOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Run what is missing, reuse what is cached, and emit one comparison table (+ Markdown, CSV, PNG)."""
-    from dsgen.artifacts import ensure_writable_dir
+    """Run what is missing, reuse what is cached, and write one comparison table (Markdown, CSV, PNG) under --out."""
     from dsgen.evaluation.comparison import Comparison
+    from dsgen.evaluation.tables import comparison_rich, write_comparison
     from dsgen.runner import run_many
 
     names = list(dict.fromkeys(methods + ([] if "base" in methods else ["base"])))
-    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet)
-    folder = ensure_writable_dir(results_dir / p.name)
+    ov = _overrides(generator, encoder, device, preprocess)
+    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
+                                    backend=_backend(backend, address, workers, device))
     console = _console()
     failures: list = []
-    results = run_many(names, p, seed_list, runner, generator, encoder, device, on_result=_report(console),
-                       failures=failures)
+    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console), failures=failures)
     for f in failures:
         console.print(f"[red]no model[/red] {f}")
     done = [m for m in names if m in results and len(results[m]) == len(seed_list)]
-    if len(done) < 1 or names[0] not in done:
+    if names[0] not in done:
         raise DsgenError(f"the reference method '{names[0]}' produced no result; nothing to compare against")
     comparison = Comparison(done, p.tasks, {m: results[m] for m in done}, preset=p.name, failures=failures)
     stem = name or "compare-" + "-".join(names)
-    paths = comparison.write(folder, stem, command=" ".join(["dsgen", *sys.argv[1:]]))
-    console.print(comparison.to_rich())
-    console.print(f"wrote {paths['markdown']}, {paths['csv']}, {paths['png']}")
+    paths = write_comparison(comparison, runner.out / "tables" / p.name, stem, command=_command())
+    console.print(comparison_rich(comparison))
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
 
 
 @app.command("regress")
 def regress_cmd(
     preset: PresetOpt = "smoke",
     baseline: Optional[Path] = typer.Option(None, help="Baseline file (default: results/baseline/<preset>.json)."),
-    tolerance: float = typer.Option(1.0, help="Points of Spearman x100 a task may fall below the baseline."),
+    tolerance: Optional[float] = typer.Option(None, help="Points of Spearman x100 a task may fall below the baseline "
+                                                         "(default: the baseline file's, chosen from measured seed spread)."),
     methods: Optional[str] = typer.Option(None, help="Methods for --update (default: base,dino)."),
     update: bool = typer.Option(False, "--update", help="Write the baseline from this run instead of checking."),
     out: Path = typer.Option(Path("runs/regress"), help="Scratch folder (recomputed from scratch every time)."),
     data_dir: DataDirOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Rerun a preset from scratch and exit 1 when a task falls more than --tolerance below the baseline."""
+    """Rerun a preset from scratch; exit 1 when a task falls more than the tolerance below the baseline (or is NaN)."""
     from rich.table import Table
 
-    from dsgen.evaluation.baseline import check, read_baseline, write_baseline
+    from dsgen.evaluation.baseline import DEFAULT_TOLERANCE, check, read_baseline, write_baseline
     from dsgen.runner import run_many
 
-    if tolerance < 0:
+    if tolerance is not None and tolerance < 0:
         raise DsgenError(f"--tolerance must be non-negative (got {tolerance})")
     path = baseline or Path("results") / "baseline" / f"{Path(preset).stem}.json"
     ref = None if update else read_baseline(path)
     names = [m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update else list(ref["scores"])
+    ov = _overrides()
     p, seed_list, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
-                                    data_dir, quiet, fresh=True)
+                                    data_dir, quiet, ov, fresh=True)
     if not update and ref.get("preset") != p.name:
         raise DsgenError(f"{path} is a baseline of preset '{ref.get('preset')}', not '{p.name}'")
+    tol = tolerance if tolerance is not None else (ref or {}).get("tolerance", DEFAULT_TOLERANCE)
     console = _console()
-    results = run_many(names, p, seed_list, runner, on_result=_report(console))
+    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console))
     if update:
-        write_baseline(path, p.name, seed_list, results, note=f"dsgen regress --preset {preset} --update")
+        write_baseline(path, p.name, seed_list, results, tolerance=tol, note=f"dsgen regress --preset {preset} --update")
         console.print(f"wrote baseline {path}")
         return
-    checks = check(ref, results, tolerance)
-    table = Table(title=f"regression check, preset {p.name}, tolerance {tolerance}")
+    checks = check(ref, results, tol)
+    table = Table(title=f"regression check, preset {p.name}, tolerance {tol}")
     for col in ("method", "task", "baseline", "now", "Δ", "status"):
         table.add_column(col, justify="right" if col not in ("method", "task") else "left")
     for c in checks:
         table.add_row(c.method, c.task, f"{c.baseline:.2f}", f"{c.current:.2f}", f"{c.delta:+.2f}",
-                      "[red]REGRESSED[/red]" if c.failed else "ok")
+                      f"[red]{c.status}[/red]" if c.failed else c.status)
     console.print(table)
     failed = [c for c in checks if c.failed]
     if failed:
-        console.print(f"[red]{len(failed)} of {len(checks)} scores fell more than {tolerance} below {path}[/red]")
+        console.print(f"[red]{len(failed)} of {len(checks)} scores fell more than {tol} below {path} or are not numbers[/red]")
         raise typer.Exit(1)
-    console.print(f"all {len(checks)} scores within {tolerance} of {path}")
+    console.print(f"all {len(checks)} scores within {tol} of {path}")
 
 
 @app.command("analyze")
@@ -318,62 +460,36 @@ def analyze_cmd(
     preset: PresetOpt = "quick",
     seed: int = typer.Option(1, help="Which seed's run to analyse (run first if missing)."),
     out: OutOpt = Path("runs"),
-    results_dir: Path = typer.Option(Path("results"), help="Where the Markdown table and PNG histogram go."),
+    publish: PublishOpt = None,
     data_dir: DataDirOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """RISE's Table 1 for a run: top / bottom 10% of machine sentences by p_D against the human ones."""
-    from dsgen.artifacts import atomic_open, ensure_writable_dir
-    from dsgen.data.analysis import rise_table, weight_histogram
-    from dsgen.data.inputs import load_inputs
-    from dsgen.data.pairs import read_pairs
-    from dsgen.runner import plan_run, run_many
+    from dsgen.data.analysis import write_rise_analysis
+    from dsgen.method import get_method
+    from dsgen.planning import plan_run
+    from dsgen.runner import run_many
 
-    p, _, runner = _prepare([method], preset, str(seed), out, data_dir, quiet)
-    result = run_many([method], p, [seed], runner)[method][0]
-    train = read_pairs(runner.result_path(plan_run(method, p, seed)).with_suffix(".train.jsonl"))
-    scored = [x for x in train if "p_d" in x.extra]
-    if not scored:
+    if get_method(method).reweighter != "sdi":
         raise DsgenError(f"method '{method}' records no SDI importance p_D; analyse rise or rise-filter")
-    machine = list({x.text_b: (x.text_b, x.text_a, x.extra["p_d"]) for x in scored
-                    if x.extra.get("source") == "generated"}.values())
-    partner: dict[str, str] = {}
-    if p.inputs == "stsb-train":
-        from dsgen.data.sts import data_dir as resolve, read_stsb
-
-        pairs = read_stsb(resolve(data_dir), "train")
-        for a, b in zip(pairs.sentences1, pairs.sentences2):
-            partner.setdefault(a.strip(), b.strip())
-            partner.setdefault(b.strip(), a.strip())
-    human = [(h, partner.get(h)) for h in load_inputs(p.inputs, p.max_inputs, data_dir)]
-    table = rise_table(machine, human)
-    folder = ensure_writable_dir(results_dir / p.name)
-    stem = f"analysis-{method}-seed{seed}"
-    weight_histogram([x.extra["p_d"] for x in scored], folder / f"{stem}.png", title=f"{method}, preset {p.name}, seed {seed}")
-    info = result.extra.get("reweighting", {})
-    text = "\n".join([
-        f"# RISE Table 1 analysis: `{method}`, preset `{p.name}`, seed {seed}", "", "Command:", "", "```bash",
-        " ".join(["dsgen", *sys.argv[1:]]), "```", "",
-        f"SDI classifier: validation accuracy {info.get('sdi_validation_accuracy', 'n/a')}% on "
-        f"{info.get('sdi_validation_examples', '?')} held-out sentences (balanced; RISE reports 77.87% on STSb with BERT). "
-        f"{len(machine)} distinct machine sentences, {len(human)} human sentences; p_D quantiles "
-        f"{info.get('weight_quantiles', {})}.", "",
-        "BLEU and Jaccard: each sentence against its paired sentence (machine: its x1; human: its STS benchmark "
-        "partner). Distinct-N and Zipf over the group.", "", table.to_markdown(), "",
-        f"![p_D histogram]({stem}.png)", ""])
-    with atomic_open(folder / f"{stem}.md") as fh:
-        fh.write(text)
+    ov = _overrides()
+    p, _, runner = _prepare([method], preset, str(seed), out, data_dir, quiet, ov)
+    result = run_many([method], p, [seed], runner, ov)[method][0]
+    train_file = runner.result_path(plan_run(method, p, seed, ov)).with_suffix(".train.jsonl")
+    paths, table = write_rise_analysis(result, train_file, p, seed, runner.out / "tables" / p.name, data_dir, _command())
     console = _console()
     console.print(table.to_string())
-    console.print(f"wrote {folder / (stem + '.md')} and {folder / (stem + '.png')}")
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
 
 
 def main() -> None:
     import os
 
-    # dsgen draws its own rich progress bars; silence the libraries' tqdm bars and info logs.
+    # dsgen draws its own rich progress bars and errors; silence the libraries' tqdm bars, info
+    # logs and the Hub client's retry warnings.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         app()

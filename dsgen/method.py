@@ -37,6 +37,9 @@ class Method:
         reweighter / reweighter_config: name in ``REWEIGHTERS`` and its config fields.
         trainer / trainer_config: name in ``TRAINERS`` and its config fields; None: evaluate
             the preset's encoder as is.
+        size_of: another method's name; the generator is then asked for as many pairs as that
+            method's postprocessed dataset holds under the same preset and seed (the ``human``
+            reference row trains on as many human pairs as DINO generated).
     """
 
     name: str = ""
@@ -50,6 +53,7 @@ class Method:
     reweighter_config: dict[str, Any] = field(default_factory=dict)
     trainer: str | None = "regression"
     trainer_config: dict[str, Any] = field(default_factory=dict)
+    size_of: str | None = None
 
     @property
     def uses_seed(self) -> bool:

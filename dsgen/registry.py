@@ -6,7 +6,6 @@ registry may load further entries from an entry-point group on first lookup.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -84,9 +83,9 @@ class Registry(Generic[T]):
         return obj
 
     def unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, self.names(), n=3)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        return f"unknown {self.kind} '{name}'{hint} (known: {', '.join(self.names())})"
+        from dsgen.suggest import unknown
+
+        return unknown(self.kind, name, self.names(), n=3)
 
     def names(self) -> list[str]:
         self._load()

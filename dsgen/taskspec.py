@@ -22,7 +22,8 @@ from pathlib import Path
 from dsgen.errors import DsgenError
 
 PLACEHOLDER = "<X1>"
-OPENING_QUOTES = ('"', "\u201c")
+CLOSING_QUOTES = {'"': '"', "\u201c": "\u201d"}  # an instruction's opening mark -> the mark that ends an output
+OPENING_QUOTES = tuple(CLOSING_QUOTES)
 BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense")
 
 
@@ -46,6 +47,11 @@ class TaskSpec:
     @property
     def labels(self) -> list[str]:
         return list(self.instructions)
+
+    @property
+    def close_quote(self) -> str:
+        """The mark that ends a generated text: the partner of the instructions' opening quote."""
+        return CLOSING_QUOTES[next(iter(self.instructions.values()))[-1]]
 
     @property
     def needs_inputs(self) -> bool:
@@ -99,6 +105,8 @@ class TaskSpec:
             for c in cl:
                 if c not in instructions:
                     raise bad(f"counter label '{c}' of label '{label}' is not a label (labels: {', '.join(instructions)})")
+        if len({ins[-1] for ins in instructions.values()}) > 1:
+            raise bad("every instruction must end with the same opening quotation mark (\" or \u201c)")
         has = {lab: PLACEHOLDER in ins for lab, ins in instructions.items()}
         if len(set(has.values())) > 1:
             raise bad(f"either every instruction holds {PLACEHOLDER} or none does")

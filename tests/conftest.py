@@ -16,7 +16,7 @@ def build_char_tokenizer():
     from tokenizers import Tokenizer, decoders, models
     from transformers import PreTrainedTokenizerFast
 
-    chars = list(string.ascii_letters + string.digits + " .,!?'-:\n\"")
+    chars = list(string.ascii_letters + string.digits + " .,!?'-:\n\"\u201c\u201d")
     specials = ["<pad>", "<eos>"]
     vocab = {tok: i for i, tok in enumerate(specials + chars)}
     merges = [(".", '"'), ("t", "h"), ("th", "e")]
@@ -27,17 +27,23 @@ def build_char_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", padding_side="left")
 
 
-def build_tiny_lm(seed: int = 0):
+def build_tiny_lm(seed: int = 0, extra_vocab: int = 0, arch: str = "llama", **config):
+    """A tiny random causal LM over the character tokenizer; ``extra_vocab`` pads the vocabulary
+    beyond the tokenizer, ``arch`` picks llama, mistral (sliding window) or gpt2 (absolute positions)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
     tok = build_char_tokenizer()
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    model = LlamaForCausalLM(cfg).eval()
-    return model, tok
+    common = dict(vocab_size=len(tok) + extra_vocab, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    if arch == "gpt2":
+        cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=256, **common, **config)
+        return GPT2LMHeadModel(cfg).eval(), tok
+    sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=256)
+    if arch == "mistral":
+        return MistralForCausalLM(MistralConfig(**sizes, **common, **config)).eval(), tok
+    return LlamaForCausalLM(LlamaConfig(**sizes, **common, **config)).eval(), tok
 
 
 @pytest.fixture(scope="session")
@@ -58,9 +64,14 @@ def tiny_lm_dir(tmp_path_factory, tiny_lm):
 
 @pytest.fixture(scope="session")
 def sts_data_dir():
+    """The shared STS data. Missing: the tests that need it skip on a developer machine, and fail
+    in CI (``CI`` set), where a missing data pack must not pass unnoticed."""
     path = Path(os.environ.get("DSGEN_DATA_DIR", SHARED_DATA))
     if not path.is_dir():
-        pytest.skip("shared STS data not found; set DSGEN_DATA_DIR")
+        message = f"shared STS data not found at {path}; set DSGEN_DATA_DIR"
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(message + " (CI must have the data pack)")
+        pytest.skip(message)
     return path
 
 

@@ -1,21 +1,23 @@
-"""The pipeline end to end on a mock generator, a tiny encoder and one real STS task: caching,
-seed handling, reweighting, the comparison and its files."""
+"""The pipeline end to end on a mock generator, the real debiased generator on a tiny model, a tiny
+encoder and one real STS task: caching and its keys, seed handling, reweighting, failures."""
 
+import json
+import os
 import random
-from pathlib import Path
+from dataclasses import replace
 
-import numpy as np
 import pytest
 
-from dsgen.artifacts import write_sidecar
 from dsgen.data.pairs import Pair, read_pairs, write_pairs
-from dsgen.evaluation.comparison import Comparison, paired_bootstrap
+from dsgen.artifacts import write_sidecar
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import Generator
+from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 from dsgen.method import METHODS, get_method
 from dsgen.methods.dino import dino_recipe
+from dsgen.planning import Overrides, plan_run
 from dsgen.presets import Preset
-from dsgen.runner import Runner, plan_run, run_many
+from dsgen.runner import RunFailed, Runner, run_many
 
 
 class MockGenerator(Generator):
@@ -30,11 +32,15 @@ class MockGenerator(Generator):
     def get_config_dict(self):
         return self.config.to_dict()
 
-    def generate(self, inputs, out, progress=True):
-        from dsgen.generation.debiased import dataset_key
-
+    def generate(self, inputs, out, progress=True, resume=True):
         MockGenerator.calls += 1
         rng = random.Random(self.config.seed)
+        if inputs is None:  # x1 from scratch
+            words = "a man woman dog cat plays runs guitar piano".split()
+            pairs = [Pair(" ".join(rng.choice(words) for _ in range(6)) + ".", None, 1.0) for _ in range(12)]
+            write_pairs(out, pairs)
+            write_sidecar(out, dataset_key=self.dataset_key(inputs))
+            return pairs
         pairs = []
         gense = self.config.task == "gense"
         for i, x in enumerate(inputs):
@@ -48,28 +54,47 @@ class MockGenerator(Generator):
                 pairs.append(Pair(x, " ".join(words[: max(1, len(words) // 2)]) + f" {rng.randint(0, 9)}", 0.5))
                 pairs.append(Pair(x, inputs[(i + 1 + rng.randrange(len(inputs) - 1)) % len(inputs)], 0.0))
         write_pairs(out, pairs)
-        write_sidecar(out, dataset_key=dataset_key(self.config, inputs))
+        write_sidecar(out, dataset_key=self.dataset_key(inputs))
         return pairs
 
 
+class RenamedDebiased(DebiasedGenerator):
+    """A plug-in generator that happens to subclass the debiased one: its data is its own."""
+
+    name = "renamed-debiased"
+
+
+NO_RULES = {"alpha": 0.0, "min_x1_words": 0, "min_x2_words": 0, "drop_containment": False}
+
+
 @pytest.fixture(scope="module")
-def setup(tiny_encoder_dir, sts_data_dir, tmp_path_factory):
+def setup(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
     if "mock-test" not in GENERATORS:
         GENERATORS.add("mock-test", MockGenerator)
+        GENERATORS.add("renamed-debiased", RenamedDebiased)
         METHODS.add("mock-dino", dino_recipe(description="DINO recipe on the mock generator", generator="mock-test"))
         METHODS.add("mock-random", dino_recipe(description="mock + random weights", generator="mock-test",
                                                reweighter="random"))
-        from dataclasses import replace
-
         gense = get_method("gense")
-        METHODS.add("mock-gense", replace(gense, name="", generator="mock-test", reweighter_config={"alpha": 0.0}))
-        METHODS.add("mock-gense-strict", replace(gense, name="", generator="mock-test", reweighter_config={"alpha": 1.0}))
+        METHODS.add("mock-gense", replace(gense, name="", generator="mock-test", reweighter_config=NO_RULES))
+        METHODS.add("mock-gense-strict", replace(gense, name="", generator="mock-test",
+                                                 reweighter_config={**NO_RULES, "alpha": 1.0}))
+        METHODS.add("tiny-dino-nocl", dino_recipe(description="real core, no counter labels",
+                                                  generation={"task": "sts-x2", "counter_labels": False}))
+        METHODS.add("tiny-renamed", dino_recipe(description="plug-in generator", generator="renamed-debiased"))
+        METHODS.add("mock-human", replace(get_method("human"), name="", size_of="mock-dino"))
+        METHODS.add("x1-sdi", dino_recipe(description="SDI on generated x1 (no human inputs): must fail",
+                                          generator="mock-test", x1_generation={"task": "sts-x1"}, reweighter="sdi"))
     inputs = tmp_path_factory.mktemp("inputs") / "x1.txt"
     rng = random.Random(0)
     words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()
     inputs.write_text("\n".join(" ".join(rng.choice(words) for _ in range(7)) + "." for _ in range(40)))
-    preset = Preset(name="unit", seeds=[1, 2], data_seed=42, inputs=str(inputs), tasks=["sts16"],
-                    training={"encoder": str(tiny_encoder_dir), "batch_size": 16, "device": "cpu", "learning_rate": 1e-4})
+    preset = Preset(name="unit", seeds=[1, 2], data_seed=42, inputs=str(inputs), tasks=["sts16"], max_inputs=40,
+                    generation={"generator": str(tiny_lm_dir), "device": "cpu", "batch_size": 32, "per_label": 2,
+                                "sampling": {"max_new_tokens": 6}},
+                    training={"encoder": str(tiny_encoder_dir), "batch_size": 16, "device": "cpu", "learning_rate": 1e-4,
+                              "contrastive": {"batch_size": 16}},
+                    reweighting={"sdi": {"encoder": str(tiny_encoder_dir), "epochs": 1.0, "device": "cpu"}})
     return preset, sts_data_dir
 
 
@@ -83,6 +108,9 @@ def test_run_caches_datasets_and_results_across_methods_and_seeds(setup, tmp_pat
     assert d1.tasks["sts16"].n_pairs == 1186 and d1.seed == 1 and d2.seed == 2
     assert d1.tasks["sts16"].spearman != d2.tasks["sts16"].spearman  # seeds change training
     assert results["base"][0].tasks == results["base"][1].tasks
+    for stage in ("generate_seconds", "postprocess_seconds", "train_seconds", "evaluate_seconds"):
+        assert stage in d1.timings
+    assert d1.extra["data_quality"]["pairs"] > 0 and "spearman" in d1.extra["data_quality"]
     path = runner.result_path(plan_run("mock-random", preset, 1))
     assert path.exists() and path.with_suffix(".pred.npz").exists()
     weights = [p.weight for p in read_pairs(path.with_suffix(".train.jsonl"))]
@@ -95,43 +123,99 @@ def test_run_caches_datasets_and_results_across_methods_and_seeds(setup, tmp_pat
     redo = run_many(["mock-random"], preset, [1], fresh)["mock-random"][0]
     assert MockGenerator.calls == 2 and redo.tasks == again.tasks  # recomputed, same numbers
 
-    comparison = Comparison(["mock-dino", "mock-random", "base"], preset.tasks,
-                            {m: run_many([m], preset, [1, 2], runner)[m] for m in ("mock-dino", "mock-random", "base")},
-                            preset="unit", n_boot=200)
-    paths = comparison.write(tmp_path / "results", "cmp", command="dsgen compare mock-dino mock-random")
-    md = paths["markdown"].read_text()
-    assert "± " in md and "95%" in md and "dsgen compare mock-dino" in md
-    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
-    frame = comparison.frame()
-    assert frame.loc["mock-dino", "Δ Avg."] == 0
-    v, lo, hi = comparison.diffs["base"]["avg"]
-    assert lo <= v <= hi
+
+def test_variants_of_a_method_get_their_own_result_folders(setup, tmp_path, tiny_encoder_dir):
+    preset, data = setup
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    a = runner.result_path(plan_run("mock-dino", preset, 1))
+    b = runner.result_path(plan_run("mock-dino", preset, 1, Overrides(encoder=str(tiny_encoder_dir) + "/")))
+    c = runner.result_path(plan_run("mock-dino", preset, 2))
+    assert a != b and a.parent == c.parent and a.name == "seed-1.json"
 
 
-def test_paired_bootstrap_is_zero_for_identical_and_positive_for_better_predictions():
-    rng = np.random.default_rng(0)
-    gold = rng.random(300)
-    noisy = gold + rng.normal(0, 0.5, 300)
-    better = gold + rng.normal(0, 0.1, 300)
-    same = paired_bootstrap([noisy], [noisy], gold, n_boot=100)
-    assert np.allclose(same, 0)
-    diff = paired_bootstrap([noisy], [better], gold, n_boot=200)
-    assert np.percentile(diff, 2.5) > 0
-
-
-def test_gense_pipeline_and_a_filter_that_keeps_nothing(setup, tmp_path, tiny_lm_dir):
-    from dsgen.runner import RunFailed
+def test_the_real_generator_through_the_runner_decodes_once(setup, tmp_path, monkeypatch):
+    """counter_labels=False used to miss its cache: the runner and the generator disagreed on the key."""
+    import dsgen.generation.backends as backends
 
     preset, data = setup
-    preset = Preset(**{**preset.to_dict(), "generation": {"generator": str(tiny_lm_dir), "device": "cpu"}})
+    calls = []
+    real = backends.decode_chunk
+    monkeypatch.setattr(backends, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    plan = plan_run("tiny-dino-nocl", replace(preset, max_inputs=6), 1)
+    first = runner.training_data(plan)
+    n = len(calls)
+    assert n >= 1 and first.extra["generated_pairs"] > 0
+    second = Runner(tmp_path / "runs", str(data), progress=False).training_data(plan)
+    assert len(calls) == n and second.extra["dataset_key"] == first.extra["dataset_key"]
+
+
+def test_dataset_key_covers_generator_name_number_types_and_model_file(setup, tmp_path, tiny_lm_dir):
+    preset, _ = setup
+    inputs = ["One sentence.", "Two sentences."]
+    base = GenerationConfig(generator=str(tiny_lm_dir))
+    same = GenerationConfig.from_dict({"generator": str(tiny_lm_dir), "sampling": {"decay_constant": 100}})
+    assert DebiasedGenerator(base).dataset_key(inputs) == DebiasedGenerator(same).dataset_key(inputs)  # 100 == 100.0
+    assert RenamedDebiased(base).dataset_key(inputs) != DebiasedGenerator(base).dataset_key(inputs)
+    key = DebiasedGenerator(base).dataset_key(inputs)
+    weights = next(tiny_lm_dir.glob("*.safetensors"))
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    try:
+        assert DebiasedGenerator(base).dataset_key(inputs) != key  # a changed local model file is a new model
+    finally:
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_run_key_covers_the_evaluation_data(setup, tmp_path):
+    preset, data = setup
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    raw = plan_run("base", preset, 1)
+    senteval = plan_run("base", preset, 1, Overrides(preprocess="senteval"))
+    assert runner.run_key(raw) != runner.run_key(senteval)
+    copy = tmp_path / "data"
+    (copy / "sts16").mkdir(parents=True)
+    for f in (data / "sts16").iterdir():
+        text = f.read_text(encoding="utf-8")
+        if f.name.startswith("STS2016.gs.headlines"):
+            text = text.replace("5", "4", 1)  # one gold score differs
+        (copy / "sts16" / f.name).write_text(text, encoding="utf-8")
+    other = Runner(tmp_path / "runs", str(copy), progress=False)
+    assert other.run_key(raw) != runner.run_key(raw)
+
+
+def test_human_reference_row_trains_on_as_many_human_pairs(setup, tmp_path):
+    preset, data = setup
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    ref = runner.training_data(plan_run("mock-dino", preset, 1))
+    human = runner.training_data(plan_run("mock-human", preset, 1))
+    assert human.extra["size_of"] == {"method": "mock-dino", "pairs": len(ref.train) + len(ref.validation)}
+    assert len(human.train) + len(human.validation) == len(ref.train) + len(ref.validation)
+    assert all(0 <= p.label <= 1 for p in human.train) and len({p.label for p in human.train}) > 10
+
+
+def test_gense_pipeline_and_a_filter_that_keeps_nothing(setup, tmp_path):
+    preset, data = setup
     runner = Runner(tmp_path / "runs", str(data), progress=False)
     failures: list[RunFailed] = []
     results = run_many(["mock-gense", "mock-gense-strict"], preset, [1], runner, failures=failures)
     ok = results["mock-gense"][0]
-    assert ok.extra["reweighting"]["kept_fraction"] == 1.0 and ok.extra["training"]["triplets"] == 40  # one distinct contradiction per x1
+    assert ok.extra["reweighting"]["kept_fraction"] == 1.0 and ok.extra["training"]["triplets"] == 40
+    assert ok.extra["training"]["text_template"]  # GenSE's prompt, on by default
     assert "mock-gense-strict" not in results and len(failures) == 1
     failure = failures[0]
     assert "no complete" in failure.reason and "warning" in failure.extra["reweighting"]
     assert runner.result_path(plan_run("mock-gense-strict", preset, 1)).with_suffix(".failed.json").exists()
     with pytest.raises(RunFailed):
         run_many(["mock-gense-strict"], preset, [1], runner)
+
+
+def test_a_reweighter_error_is_that_runs_failure_not_the_comparisons(setup, tmp_path):
+    preset, data = setup
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    failures: list[RunFailed] = []
+    results = run_many(["x1-sdi", "base"], preset, [1], runner, failures=failures)
+    assert "base" in results and "x1-sdi" not in results
+    assert len(failures) == 1 and "human-written inputs" in failures[0].reason
+    failed = json.loads(runner.result_path(plan_run("x1-sdi", preset, 1)).with_suffix(".failed.json").read_text())
+    assert failed["method"] == "x1-sdi" and "human-written" in failed["reason"]

@@ -105,3 +105,50 @@ def weight_histogram(weights: list[float], path: Any, title: str = "") -> None:
     ax.set_title(title)
     fig.tight_layout()
     write_figure(fig, path)
+
+
+def write_rise_analysis(result: Any, train_file: Any, preset: Any, seed: int, folder: Any, data_dir: str | None,
+                        command: str) -> tuple[dict[str, Any], Any]:
+    """RISE's Table 1 for one run (its result and weighted training pairs): Markdown + PNG under
+    ``folder``; returns the written paths and the table."""
+    from pathlib import Path
+
+    from dsgen.artifacts import atomic_open, ensure_writable_dir
+    from dsgen.data.inputs import load_inputs
+    from dsgen.data.pairs import read_pairs
+    from dsgen.errors import DsgenError
+
+    method = result.method
+    scored = [x for x in read_pairs(train_file) if "p_d" in x.extra]
+    if not scored:
+        raise DsgenError(f"method '{method}' records no SDI importance p_D; analyse rise or rise-filter")
+    machine = list({x.text_b: (x.text_b, x.text_a, x.extra["p_d"]) for x in scored
+                    if x.extra.get("source") == "generated"}.values())
+    partner: dict[str, str] = {}
+    if preset.inputs == "stsb-train":
+        from dsgen.data.sts import data_dir as resolve, read_stsb
+
+        pairs = read_stsb(resolve(data_dir), "train")
+        for a, b in zip(pairs.sentences1, pairs.sentences2):
+            partner.setdefault(a.strip(), b.strip())
+            partner.setdefault(b.strip(), a.strip())
+    human = [(h, partner.get(h)) for h in load_inputs(preset.inputs, preset.max_inputs, data_dir)]
+    table = rise_table(machine, human)
+    folder = ensure_writable_dir(Path(folder))
+    stem = f"analysis-{method}-seed{seed}"
+    paths = {"markdown": folder / f"{stem}.md", "png": folder / f"{stem}.png"}
+    weight_histogram([x.extra["p_d"] for x in scored], paths["png"], title=f"{method}, preset {preset.name}, seed {seed}")
+    info = result.extra.get("reweighting", {})
+    text = "\n".join([
+        f"# RISE Table 1 analysis: `{method}`, preset `{preset.name}`, seed {seed}", "", "Command:", "", "```bash",
+        command, "```", "",
+        f"SDI classifier: validation accuracy {info.get('sdi_validation_accuracy', 'n/a')}% on "
+        f"{info.get('sdi_validation_examples', '?')} held-out sentences (balanced; RISE reports 77.87% on STSb with BERT). "
+        f"{len(machine)} distinct machine sentences, {len(human)} human sentences; p_D quantiles "
+        f"{info.get('weight_quantiles', {})}.", "",
+        "BLEU and Jaccard: each sentence against its paired sentence (machine: its x1; human: its STS benchmark "
+        "partner). Distinct-N and Zipf over the group.", "", table.to_markdown(), "",
+        f"![p_D histogram]({stem}.png)", ""])
+    with atomic_open(paths["markdown"]) as fh:
+        fh.write(text)
+    return paths, table

@@ -7,7 +7,13 @@ a named option of :class:`PostprocessConfig`:
 4. label smoothing: y -> y * (1 - eps) + eps / 2 (eps 0.2: 0 -> 0.1, 0.5 -> 0.5, 1 -> 0.9);
 5. augmentation: for each x1 add ``random_pairs_per_x1`` pairs (x1, x2 of another entry, 0),
    marked ``source: random``;
-6. a train / validation split stratified by label (90 / 10).
+6. a train / validation split stratified by label (90 / 10), as DINO's training script does
+   (``stratify=False``: one random split, for continuous labels such as human gold scores).
+
+The order is DINO's (``scripts/sts/postprocess_dataset.py``), except that DINO's script drops
+duplicates through a Python ``set`` (so which two x2 survive the cap depends on the hash seed);
+here the first two in generation order are kept, which is reproducible and, since the samples
+of one (x1, y) are drawn independently, the same in distribution.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class PostprocessConfig(Config):
     label_smoothing: float = 0.2
     random_pairs_per_x1: int = 2
     validation_fraction: float = 0.1
+    stratify: bool = True
     seed: int = 42
 
 
@@ -54,7 +61,7 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
         per_x1_label[(p.text_a, p.label)] += 1
         numeric = isinstance(p.label, (int, float))
         label = smooth_label(float(p.label), cfg.label_smoothing) if (cfg.label_smoothing and numeric) else p.label
-        kept.append(Pair(p.text_a, p.text_b, label, p.weight, {**p.extra, "source": "generated"}))
+        kept.append(Pair(p.text_a, p.text_b, label, p.weight, {"source": "generated", **p.extra}))
 
     if cfg.random_pairs_per_x1 and kept:
         x1s = list(dict.fromkeys(p.text_a for p in kept))
@@ -67,7 +74,7 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
 
     by_label: dict[object, list[Pair]] = defaultdict(list)
     for p in kept:
-        by_label[p.label].append(p)
+        by_label[p.label if cfg.stratify else None].append(p)
     train: list[Pair] = []
     validation: list[Pair] = []
     for label in sorted(by_label, key=str):

@@ -61,9 +61,11 @@ def data_dir(explicit: str | Path | None = None) -> Path:
 
 
 def _read_lines(path: Path) -> list[str]:
+    """Lines without their ending; the last line counts whether or not a newline ends it."""
     try:
         with path.open(encoding="utf-8", newline="") as fh:
-            return fh.read().split("\n")[:-1] if path.stat().st_size else []
+            lines = fh.read().split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
     except FileNotFoundError:
         raise DsgenError(f"missing data file {path}; check --data-dir / {ENV_VAR}") from None
 

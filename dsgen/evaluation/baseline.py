@@ -1,12 +1,14 @@
 """Committed reference scores and the regression check behind ``dsgen regress``.
 
 A baseline file (``results/baseline/<preset>.json``) holds, per method, the mean Spearman x100
-per task over the preset's seeds. The check fails when any task of any method falls more than
-``tolerance`` points below its baseline; improvements never fail it.
+per task over the preset's seeds, and the tolerance chosen for that preset from its measured
+seed spread. The check fails when any task of any method falls more than the tolerance below its
+baseline, or is not a number; improvements never fail it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
 
 BASELINE_SCHEMA = 1
+DEFAULT_TOLERANCE = 1.0
 
 
 def baseline_scores(results: dict[str, list[Result]]) -> dict[str, dict[str, float]]:
@@ -28,18 +31,34 @@ def baseline_scores(results: dict[str, list[Result]]) -> dict[str, dict[str, flo
 
 
 def write_baseline(path: str | Path, preset: str, seeds: list[int], results: dict[str, list[Result]],
-                   note: str = "") -> None:
-    write_json(path, {"schema_version": BASELINE_SCHEMA, "preset": preset, "seeds": seeds,
+                   tolerance: float = DEFAULT_TOLERANCE, note: str = "") -> None:
+    write_json(path, {"schema_version": BASELINE_SCHEMA, "preset": preset, "seeds": seeds, "tolerance": tolerance,
                       "scores": baseline_scores(results), "note": note, "versions": package_versions()})
 
 
 def read_baseline(path: str | Path) -> dict[str, Any]:
+    """A baseline file, checked field by field: a malformed one is a one-line error, not a traceback."""
     path = Path(path)
     if not path.exists():
         raise DsgenError(f"baseline {path} not found; create it with `dsgen regress --update`")
     data = read_json(path)
-    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_SCHEMA or "scores" not in data:
-        raise DsgenError(f"{path}: not a dsgen baseline file (schema {BASELINE_SCHEMA})")
+    what = f"{path}: not a dsgen baseline file (schema {BASELINE_SCHEMA})"
+    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_SCHEMA:
+        raise DsgenError(what)
+    for key, kind in (("preset", str), ("seeds", list), ("scores", dict)):
+        if not isinstance(data.get(key), kind):
+            raise DsgenError(f"{what}: '{key}' is missing or not a {kind.__name__}")
+    if not data["seeds"] or not all(isinstance(s, int) for s in data["seeds"]):
+        raise DsgenError(f"{what}: 'seeds' must be a non-empty list of integers")
+    tol = data.get("tolerance", DEFAULT_TOLERANCE)
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or tol < 0:
+        raise DsgenError(f"{what}: 'tolerance' must be a non-negative number")
+    for method, tasks in data["scores"].items():
+        if not isinstance(tasks, dict) or not tasks:
+            raise DsgenError(f"{what}: scores of '{method}' must map tasks to numbers")
+        for task, value in tasks.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise DsgenError(f"{what}: score of '{method}' on '{task}' is not a finite number ({value!r})")
     return data
 
 
@@ -57,7 +76,14 @@ class Check:
 
     @property
     def failed(self) -> bool:
-        return self.delta < -self.tolerance
+        """Below the tolerance, or not a number at all (a NaN never passes)."""
+        return not math.isfinite(self.current) or self.delta < -self.tolerance
+
+    @property
+    def status(self) -> str:
+        if not math.isfinite(self.current):
+            return "NOT A NUMBER"
+        return "REGRESSED" if self.failed else "ok"
 
 
 def check(baseline: dict[str, Any], results: dict[str, list[Result]], tolerance: float) -> list[Check]:

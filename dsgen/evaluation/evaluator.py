@@ -45,15 +45,20 @@ class StsEvaluator:
         batch_size: encoding batch size.
         dedup: encode each distinct sentence once for the whole run (False: per task, per side,
             as a naive loop does; kept for the benchmark).
+        preprocess: text convention (:mod:`dsgen.evaluation.preprocess`): ``raw`` or ``senteval``.
 
     Example:
         >>> ev = StsEvaluator(["stsb"])                                  # doctest: +SKIP
         >>> ev.evaluate(SentenceTransformer("all-MiniLM-L6-v2")).average  # doctest: +SKIP
     """
 
-    def __init__(self, tasks: list[str], root: str | Path | None = None, batch_size: int = 64, dedup: bool = True) -> None:
+    def __init__(self, tasks: list[str], root: str | Path | None = None, batch_size: int = 64, dedup: bool = True,
+                 preprocess: str = "raw") -> None:
+        from dsgen.evaluation.preprocess import check_preprocess
+
         self.task_names = list(tasks)
         self.tasks = [TASKS.get(t) for t in self.task_names]
+        self.preprocess = check_preprocess(preprocess)
         self.root = data_dir(root)
         self.batch_size = batch_size
         self.dedup = dedup
@@ -62,8 +67,15 @@ class StsEvaluator:
     @property
     def pairs(self) -> dict[str, PairSet]:
         if self._pairs is None:
-            self._pairs = {t.name: t.load(self.root) for t in self.tasks}
+            self._pairs = {t.name: t.load(self.root, self.preprocess) for t in self.tasks}
         return self._pairs
+
+    def fingerprint(self) -> str:
+        """A hash of the exact pairs evaluated (sentences as encoded and gold scores), per task:
+        the evaluation data's identity in run keys, whatever folder or Hub copy they came from."""
+        from dsgen.artifacts import stable_hash
+
+        return stable_hash({t: [p.sentences1, p.sentences2, p.scores] for t, p in self.pairs.items()})
 
     def distinct_sentences(self) -> list[str]:
         return list(dict.fromkeys(s for p in self.pairs.values() for s in (*p.sentences1, *p.sentences2)))
@@ -116,13 +128,18 @@ class StsEvaluator:
                                "sentences_per_second": round(n_encoded / max(encode_s, 1e-9), 1)})
 
 
-def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: list[float], name: str = "validation") -> Any:
-    """Spearman on a held-out split of generated pairs, for model selection during training.
+def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: list[float], selection: str = "max",
+                         name: str = "validation") -> tuple[Any, str]:
+    """Spearman on a held-out split of generated pairs, for model selection during training; returns
+    the evaluator and the name of the metric to select by.
 
-    This is sentence-transformers' ``EmbeddingSimilarityEvaluator`` with cosine similarity.
+    ``selection="max"``: the best of the cosine, Euclidean, Manhattan and dot-product Spearman, as
+    sentence-transformers 0.4 (DINO's and RISE's code) scored; ``"cosine"``: cosine only. This is
+    sentence-transformers' ``EmbeddingSimilarityEvaluator``.
     """
-    from sentence_transformers import SimilarityFunction
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
-    return EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, main_similarity=SimilarityFunction.COSINE,
-                                        name=name, show_progress_bar=False)
+    fns = ["cosine", "euclidean", "manhattan", "dot"] if selection == "max" else ["cosine"]
+    evaluator = EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, similarity_fn_names=fns, name=name,
+                                             show_progress_bar=False, write_csv=False)
+    return evaluator, f"eval_{name}_spearman_{selection}"

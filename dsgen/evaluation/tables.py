@@ -67,3 +67,154 @@ def to_rich(frame: Any, title: str = "") -> Any:
     for label, row in marked.iterrows():
         table.add_row(str(label), *[str(v) for v in row])
     return table
+
+
+# -- comparisons (dsgen.evaluation.comparison.Comparison) ---------------------------------------------
+
+
+def comparison_display(cmp: Any) -> Any:
+    """Strings: "mean ± std" per task and average, and Δ to the reference with both intervals; a
+    difference whose interval covers 0 is marked "(covers 0)"."""
+    import pandas as pd
+
+    num = cmp.frame()
+    cols = [TASK_LABELS.get(t, t) for t in cmp.tasks] + ["Avg."]
+    out = pd.DataFrame(index=num.index)
+    multi = int(num["seeds"].max()) > 1
+    for c in cols:
+        out[c] = [f"{m:.2f} ± {s:.2f}" if multi else f"{m:.2f}" for m, s in zip(num[f"{c} mean"], num[f"{c} std"])]
+    ref = cmp.methods[0]
+
+    def cell(m: str, diffs: dict[str, Any]) -> str:
+        if m == ref or m not in diffs:
+            return "-"
+        iv = diffs[m]["avg"]
+        return iv.text() + (" (covers 0)" if iv.covers_zero else "")
+
+    out[f"Δ Avg. vs {ref}, 95% CI over seeds"] = [cell(m, cmp.seed_diffs) for m in num.index]
+    out["95% CI over test pairs"] = [cell(m, cmp.pair_diffs) for m in num.index]
+    return out
+
+
+def diff_frame(diffs: dict[str, dict[str, Any]], tasks: list[str], label: str) -> Any:
+    """Per-task Δ with intervals (strings), one row per method."""
+    import pandas as pd
+
+    rows = {m: {(TASK_LABELS.get(t, t) if t != "avg" else "Avg."): d[t].text() + (" (covers 0)" if d[t].covers_zero else "")
+                for t in [*tasks, "avg"]} for m, d in diffs.items()}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = label
+    return frame
+
+
+def summarise_reweighting(info: dict[str, Any]) -> str:
+    """One line: kept share, mean weight, per-label kept fractions, classifier accuracy, warnings."""
+    parts = [f"kept {info.get('kept', '?')} of {info.get('n', '?')} pairs", f"mean weight {info.get('mean_weight')}"]
+    if "sdi_validation_accuracy" in info:
+        parts.append(f"SDI validation accuracy {info['sdi_validation_accuracy']}% (RISE: 77.87%)")
+    for label, k in (info.get("per_label") or {}).items():
+        parts.append(f"label {label} kept {100 * k['kept_fraction']:.1f}% (P(true) median {k['p_true_quantiles_10_25_50_75_90'][2]})")
+    if info.get("dropped_by_rule"):
+        parts.append("dropped by GenSE's rules " + ", ".join(f"{k} {v}" for k, v in info["dropped_by_rule"].items()))
+    if info.get("warning"):
+        parts.append(f"warning: {info['warning']}")
+    return "; ".join(parts)
+
+
+def comparison_markdown(cmp: Any, command: str = "") -> str:
+    import pandas as pd
+
+    lines = [f"# Comparison: {', '.join(cmp.methods)} (preset `{cmp.preset}`)", ""]
+    if command:
+        lines += ["Command:", "", "```bash", command, "```", ""]
+    lines += [f"Encoder: {', '.join(f'`{e}`' for e in cmp.encoders())}. Spearman x 100 of cosine similarity; mean ± "
+              f"sample std over seeds {cmp.seeds}. Δ: difference to `{cmp.methods[0]}` with a 95% t-interval on the "
+              f"paired per-seed differences (headline) and a 95% paired-bootstrap interval over test pairs "
+              f"({cmp.n_boot:,} resamples of each task's pairs). An interval that covers 0 is marked.", "",
+              comparison_display(cmp).to_markdown(), ""]
+    if cmp.seed_diffs:
+        lines += ["## Per-task differences (95% CI over seeds)", "",
+                  diff_frame(cmp.seed_diffs, cmp.tasks, f"Δ vs {cmp.methods[0]}").to_markdown(), ""]
+    if cmp.pair_diffs:
+        lines += [f"## Per-task differences (95% CI over test pairs, {cmp.n_boot:,} resamples)", "",
+                  diff_frame(cmp.pair_diffs, cmp.tasks, f"Δ vs {cmp.methods[0]}").to_markdown(), ""]
+    quality = cmp.quality()
+    if quality:
+        lines += ["## Data quality: label agreement with an independent judge", "",
+                  "Spearman x 100 between each training pair's label and the cosine of the embedded all-MiniLM-L6-v2 "
+                  "(not a metric of the papers; it shows whether generation or a filter changed the data), mean over "
+                  "seeds, over all training pairs and over the generated ones only.", "",
+                  pd.DataFrame.from_dict(quality, orient="index").rename_axis("method").to_markdown(), ""]
+    lines += ["## Time per stage (seconds, summed over each method's runs)", "",
+              pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method").fillna("").to_markdown(),
+              ""]
+    reweighted = {m: [(r.seed, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
+    if any(reweighted.values()):
+        lines += ["## Reweighting", ""]
+        lines += [f"- `{m}` seed {seed}: {summarise_reweighting(info)}" for m, infos in reweighted.items()
+                  for seed, info in infos]
+        lines.append("")
+    if cmp.failures:
+        lines += ["## Runs that produced no model", ""]
+        for f in cmp.failures:
+            rw = f.extra.get("reweighting")
+            lines.append(f"- `{f.method}` seed {f.seed}: {f.reason}" + (f" ({summarise_reweighting(rw)})" if rw else ""))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def comparison_rich(cmp: Any) -> Any:
+    from rich.table import Table
+
+    frame = comparison_display(cmp)
+    table = Table(title=f"Spearman x 100 (preset {cmp.preset}); Δ vs {cmp.methods[0]}, 95% CI over seeds and over test pairs")
+    table.add_column("method")
+    for c in frame.columns:
+        table.add_column(str(c), justify="right")
+    num = cmp.frame()
+    best = num["Avg. mean"].max()
+    for m, row in frame.iterrows():
+        table.add_row(str(m), *[str(v) for v in row], style="bold green" if num.loc[m, "Avg. mean"] == best else None)
+    return table
+
+
+def comparison_bar_chart(cmp: Any, path: str | Path) -> None:
+    """Grouped bars: one group per task (and the average), one bar per method, std as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from dsgen.artifacts import write_figure
+
+    num = cmp.frame()
+    cols = [TASK_LABELS.get(t, t) for t in cmp.tasks] + ["Avg."]
+    x = np.arange(len(cols))
+    width = 0.8 / len(cmp.methods)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(cols) + 0.3 * len(cmp.methods)), 4))
+    for i, m in enumerate(cmp.methods):
+        ax.bar(x + i * width - 0.4 + width / 2, [num.loc[m, f"{c} mean"] for c in cols], width,
+               yerr=[num.loc[m, f"{c} std"] for c in cols], label=m, capsize=2)
+    lows = [num[f"{c} mean"].min() for c in cols]
+    ax.set_ylim(max(0, min(lows) - 10), min(100, max(num[f"{c} mean"].max() for c in cols) + 5))
+    ax.set_xticks(x, cols, rotation=20)
+    ax.set_ylabel("Spearman x 100")
+    ax.set_title(f"preset {cmp.preset}")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    write_figure(fig, path)
+
+
+def write_comparison(cmp: Any, folder: str | Path, stem: str, command: str = "") -> dict[str, Path]:
+    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder``."""
+    from dsgen.artifacts import atomic_open, ensure_writable_dir
+
+    folder = ensure_writable_dir(Path(folder))
+    paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png"}
+    with atomic_open(paths["markdown"]) as fh:
+        fh.write(comparison_markdown(cmp, command))
+    with atomic_open(paths["csv"]) as fh:
+        cmp.frame().to_csv(fh)
+    comparison_bar_chart(cmp, paths["png"])
+    return paths

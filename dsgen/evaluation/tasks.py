@@ -41,14 +41,16 @@ class StsTask:
     reader: Callable[[Path], sts.PairSet]
     hub_name: str | None = None
     main_score: str = "cosine_spearman"
+    senteval_lowercase: bool = True  # SentEval lower-cases STS12-16 and STSb, not SICK
 
     def __post_init__(self) -> None:
         if self.n_pairs <= 0 or not self.citation or not self.description:
             raise ValueError(f"task {self.name}: metadata incomplete")
 
-    def load(self, root: Path) -> sts.PairSet:
-        """Read and count-check the pairs under ``root``."""
+    def load(self, root: Path, preprocess: str = "raw") -> sts.PairSet:
+        """Read and count-check the pairs under ``root``, in the text convention ``preprocess``."""
         from dsgen.data.hub import read_hub_task
+        from dsgen.evaluation.preprocess import apply
 
         if (root / "mteb").is_dir():
             if self.hub_name is None:
@@ -59,7 +61,7 @@ class StsTask:
         if len(pairs) != self.n_pairs:
             raise DsgenError(f"task {self.name}: read {len(pairs)} pairs from {root / self.source}, expected {self.n_pairs}; "
                              "the data folder is incomplete or altered")
-        return pairs
+        return apply(preprocess, pairs, self.senteval_lowercase)
 
 
 TASKS: Registry[StsTask] = Registry("task")
@@ -79,10 +81,11 @@ TASKS.add("stsb", StsTask("stsb", "STSBenchmark", "STS benchmark test split", "s
                           lambda root: sts.read_stsb(root, "test"), hub_name="stsb"))
 TASKS.add("sickr", StsTask("sickr", "SICK-R", "SICK relatedness, train + trial + test pooled (MTEB)", "sick", 9927,
                            "Marelli et al. (2014), A SICK cure for the evaluation of compositional distributional semantic models",
-                           lambda root: sts.read_sick(root, ("train", "trial", "test")), hub_name="sickr"))
+                           lambda root: sts.read_sick(root, ("train", "trial", "test")), hub_name="sickr",
+                           senteval_lowercase=False))
 TASKS.add("sickr-test", StsTask("sickr-test", None, "SICK relatedness, test split (SentEval, Sentence-BERT, DINO)", "sick",
                                 4927, "Marelli et al. (2014), A SICK cure for the evaluation of compositional distributional semantic models",
-                                lambda root: sts.read_sick(root, ("test",))))
+                                lambda root: sts.read_sick(root, ("test",)), senteval_lowercase=False))
 
 # DINO's Table 1 columns (the default of every table) and MTEB's seven English STS tasks.
 DEFAULT_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr-test")

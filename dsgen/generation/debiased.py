@@ -1,31 +1,32 @@
 """DINO's dataset generator (Schick & Schütze, 2021) on the batched self-debiasing core.
 
-For every input x1 and label y it asks for ``per_label`` continuations of the instruction
-I_y(x1), debiased against the instructions of CL(y). Without inputs (``sts-x1``) it makes
-``entries_per_label`` x1 sentences per label from scratch, with top-p only.
+For every input x1 and label y it draws ``per_label`` continuations of the instruction I_y(x1)
+at once, debiased against the instructions of CL(y), and keeps those that pass DINO's output
+rules; as in DINO's code there is no retry (``max_attempts`` 1), and postprocessing later
+keeps at most two x2 per (x1, y). Without inputs (``sts-x1``) it makes ``entries_per_label``
+x1 sentences per label from scratch, with top-p only.
 
-Work is cut into chunks of ``chunk_inputs`` inputs; each chunk is decoded with its own seed
-(derived from the run seed and the chunk number) and written atomically to
-``<out>.partial/`` when done. Running the same command again after a crash continues from
-the last completed chunk and ends with the same file as an uninterrupted run.
+Work is cut into chunks (:mod:`dsgen.generation.chunks`), each decoded with its own seed by a
+backend (:mod:`dsgen.generation.backends`) and written atomically to ``<out>.partial/``.
+Running the same command again after a crash continues from the last completed chunk and
+ends with the same file as an uninterrupted run.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsgen.artifacts import read_json, read_jsonl, stable_hash, write_json, write_jsonl, write_sidecar
+from dsgen.artifacts import ensure_writable_dir, write_sidecar
 from dsgen.config import Config
 from dsgen.data.pairs import Pair, parse_label, write_pairs
+from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import Generator
-from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig
+from dsgen.generation.chunks import Chunk, ChunkItem, ChunkStore, chunk_seed
+from dsgen.generation.decoding import DecodeRequest, SamplingConfig
 from dsgen.taskspec import TaskSpec, load_task_spec
 
 
@@ -36,25 +37,28 @@ class GenerationConfig(Config):
     Args:
         task: built-in task spec name or path to a DINO-format JSON spec.
         generator: causal LM alias, HF id, local directory or ``.gguf`` file.
-        per_label: continuations per (x1, label).
-        max_attempts: tries per (x1, label); each try samples the continuations still missing.
+        per_label: continuations drawn per (x1, label) in one go (DINO's
+            ``--num_entries_per_input_and_label``; 5 as in RISE's reproduction script and DINO's
+            "a maximum of five tries"); postprocessing keeps at most 2.
+        max_attempts: tries per (x1, label); DINO makes one. With more, each further try samples
+            the outputs still missing (an option, not DINO's setting).
         entries_per_label: x1 sentences per label for tasks without inputs.
         counter_labels: apply self-debiasing against the spec's counter labels.
         sampling: decoding settings (:class:`SamplingConfig`).
         top_k_without_inputs: top-k used instead of ``sampling.top_k`` for tasks without
             inputs (DINO: top-p only, for diversity of x1).
         allow_newlines / keep_unclosed: output rules (DINO: both off).
-        remove_duplicates: drop repeated (x1, x2, y).
+        remove_duplicates: drop repeated (x1, x2, y) (DINO's ``--remove_duplicates``).
         batch_size: most sequences decoded together (main + counter rows).
         chunk_inputs: inputs per resumable chunk.
-        device / dtype: where and in which precision the LM runs.
+        device / dtype: where and in which precision the LM runs (float32 as DINO).
         seed: run seed.
     """
 
     task: str = "sts-x2"
     generator: str = "smollm2-135m"
-    per_label: int = 2
-    max_attempts: int = 5
+    per_label: int = 5
+    max_attempts: int = 1
     entries_per_label: int = 100
     counter_labels: bool = True
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -65,14 +69,26 @@ class GenerationConfig(Config):
     batch_size: int = 128
     chunk_inputs: int = 32
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: str = "float32"
     seed: int = 42
 
+    def check(self) -> "GenerationConfig":
+        """One-line errors for settings no run can use (checked before anything is loaded)."""
+        from dsgen.models import check_device, check_dtype
 
-def dataset_key(cfg: GenerationConfig, inputs: list[str] | None, spec: TaskSpec | None = None) -> str:
-    """Hash of everything that determines a generated dataset (the cache key)."""
-    spec_dict = (spec or load_task_spec(cfg.task)).to_dict()
-    return stable_hash({"config": cfg.to_dict(), "spec": spec_dict, "inputs": inputs})
+        for name in ("per_label", "max_attempts", "entries_per_label", "batch_size", "chunk_inputs"):
+            if getattr(self, name) < 1:
+                raise DsgenError(f"generation setting {name} must be at least 1 (got {getattr(self, name)})")
+        s = self.sampling
+        if s.max_new_tokens < 1:
+            raise DsgenError(f"max_new_tokens must be at least 1 (got {s.max_new_tokens})")
+        if not 0 < s.top_p <= 1:
+            raise DsgenError(f"top_p must be in (0, 1] (got {s.top_p})")
+        if s.top_k < 0 or s.decay_constant < 0 or not 0 < s.epsilon <= 1:
+            raise DsgenError("top_k and the decay constant must be non-negative and epsilon in (0, 1]")
+        check_device(self.device)
+        check_dtype(self.dtype)
+        return self
 
 
 @GENERATORS.register("debiased")
@@ -86,9 +102,21 @@ class DebiasedGenerator(Generator):
 
     name = "debiased"
 
-    def __init__(self, config: GenerationConfig | None = None, lm: Any = None) -> None:
-        self.config = config or GenerationConfig()
+    config_class = GenerationConfig
+
+    def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,
+                 load_lm: Any = None) -> None:
+        self.config = (config or GenerationConfig()).check()
         self._lm = lm  # a dsgen.models.LoadedLM, loaded on first use when not given
+        self._load_lm = load_lm  # how to load it (default: dsgen.models.load_causal_lm)
+        self.backend = backend  # a dsgen.generation.backends.Backend; default: local, in this process
+
+    @classmethod
+    def for_runner(cls, config: GenerationConfig, runner: Any) -> "DebiasedGenerator":
+        from dsgen.runner import shared_lm
+
+        return cls(config, backend=runner.backend,
+                   load_lm=lambda: shared_lm(config.generator, config.device, config.dtype))
 
     def get_config_dict(self) -> dict[str, Any]:
         return self.config.to_dict()
@@ -97,108 +125,109 @@ class DebiasedGenerator(Generator):
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
         return spec if self.config.counter_labels else spec.without_counter_labels()
 
+    def dataset_key(self, inputs: list[str] | None) -> str:
+        from dsgen.identity import dataset_key
+        from dsgen.models import model_fingerprint
+
+        spec = self.spec(with_inputs=inputs is not None)
+        return dataset_key(self.name, self.config.to_dict(), inputs, spec.to_dict(), model_fingerprint(self.config.generator))
+
     @property
     def lm(self) -> Any:
         if self._lm is None:
             from dsgen.models import load_causal_lm
 
-            self._lm = load_causal_lm(self.config.generator, self.config.device, self.config.dtype)
+            cfg = self.config
+            self._lm = self._load_lm() if self._load_lm else load_causal_lm(cfg.generator, cfg.device, cfg.dtype)
         return self._lm
 
     # -- planning -------------------------------------------------------------------------
-    def plan(self, spec: TaskSpec, inputs: list[str] | None) -> list[list[tuple[str | None, str, DecodeRequest]]]:
+    def chunks(self, spec: TaskSpec, inputs: list[str] | None) -> list[Chunk]:
         """Chunks of (x1, label, request), input-major so one chunk shares its prompts."""
         cfg = self.config
+
+        def item(x1: str | None, label: str, n: int) -> ChunkItem:
+            counters = tuple(spec.prompt(c, x1) for c in spec.counter_labels[label])
+            return ChunkItem(x1, label, DecodeRequest(spec.prompt(label, x1), counters, n, cfg.max_attempts))
+
         if inputs is not None:
-            units: list[list[tuple[str | None, str, DecodeRequest]]] = [
-                [(x1, label, DecodeRequest(spec.prompt(label, x1), tuple(spec.prompt(c, x1) for c in spec.counter_labels[label]),
-                                           cfg.per_label, cfg.max_attempts)) for label in spec.labels]
-                for x1 in inputs]
+            units = [[item(x1, label, cfg.per_label) for label in spec.labels] for x1 in inputs]
         else:
-            units = [[(None, label, DecodeRequest(spec.prompt(label, None),
-                                                  tuple(spec.prompt(c, None) for c in spec.counter_labels[label]),
-                                                  1, cfg.max_attempts)) for label in spec.labels]
-                     for _ in range(cfg.entries_per_label)]
-        return [[req for unit in units[i:i + cfg.chunk_inputs] for req in unit]
-                for i in range(0, len(units), cfg.chunk_inputs)]
+            units = [[item(None, label, 1) for label in spec.labels] for _ in range(cfg.entries_per_label)]
+        starts = range(0, len(units), cfg.chunk_inputs)
+        return [Chunk(ci, chunk_seed(cfg.seed, ci), tuple(i for unit in units[s:s + cfg.chunk_inputs] for i in unit))
+                for ci, s in enumerate(starts)]
 
     def sampling(self, spec: TaskSpec) -> SamplingConfig:
         if spec.needs_inputs:
             return self.config.sampling
         return self.config.sampling.replace(top_k=self.config.top_k_without_inputs)
 
+    def decoder_spec(self, spec: TaskSpec) -> Any:
+        from dsgen.generation.backends import DecoderSpec
+
+        cfg = self.config
+        return DecoderSpec(cfg.generator, cfg.device, cfg.dtype, self.sampling(spec), cfg.batch_size, spec.close_quote,
+                           cfg.allow_newlines, cfg.keep_unclosed)
+
     # -- running -------------------------------------------------------------------------
-    def generate(self, inputs: list[str] | None, out: Path, progress: bool = True) -> list[Pair]:
+    def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
+        from dsgen.generation.backends import LocalBackend
         from dsgen.progress import progress_bar
 
         cfg = self.config
         out = Path(out)
         spec = self.spec(with_inputs=inputs is not None)
-        chunks = self.plan(spec, inputs)
-        key = dataset_key(cfg, inputs, spec)
-        partial = out.with_name(out.name + ".partial")
-        state_file = partial / "state.json"
-        if partial.exists() and (not state_file.exists() or read_json(state_file).get("key") != key):
-            shutil.rmtree(partial)  # left by a run with other settings: it cannot be continued
-        partial.mkdir(parents=True, exist_ok=True)
-        write_json(state_file, {"key": key, "chunks": len(chunks)})
-
-        done = {int(p.stem.split("-")[1]) for p in partial.glob("chunk-*.jsonl")}
+        chunks = self.chunks(spec, inputs)
+        key = self.dataset_key(inputs)
+        backend = self.backend or LocalBackend()
+        if isinstance(backend, LocalBackend) and backend.lm is None:
+            backend.lm = self.lm  # load (and fail on a bad model or device) before anything is written
+        ensure_writable_dir(out.parent)
+        store = ChunkStore(out)
+        done = store.open(key, len(chunks), resume)
         started = time.perf_counter()
-        stats = {"sampled": 0, "accepted": 0, "tokens": 0, "resumed_chunks": len(done)}
-        target = sum(r.n for chunk in chunks for _, _, r in chunk)
-        decoder = None
-        with progress_bar(f"generate {spec.name}", total=target, enabled=progress) as advance:
-            for ci in sorted(done):
-                advance(sum(r.n for _, _, r in chunks[ci]))
-            for ci, chunk in enumerate(chunks):
-                if ci in done:
-                    continue
-                if decoder is None:
-                    decoder = DebiasedDecoder(self.lm.model, self.lm.tokenizer, self.sampling(spec), cfg.batch_size,
-                                              cfg.allow_newlines, cfg.keep_unclosed)
+        todo = [c for c in chunks if c.index not in done]
+        timings: list[dict[str, Any]] = []
 
-                def on_done(o: Any) -> None:
-                    if o.accepted:
-                        advance(1)
+        def on_done(chunk: Chunk, rows: list[dict[str, Any]], timing: dict[str, Any]) -> None:
+            store.write(chunk.index, rows)
+            timings.append({"chunk": chunk.index, **timing})
 
-                results = decoder.decode([r for _, _, r in chunk], seed=int(stable_hash([cfg.seed, ci]), 16) % 2**63,
-                                         on_group_done=on_done)
-                rows = []
-                for (x1, label, req), outs in zip(chunk, results):
-                    missing = req.n - sum(o.accepted for o in outs)
-                    if missing > 0:
-                        advance(missing)  # the bar counts targets; unfilled ones are done too
-                    for o in outs:
-                        rows.append({"x1": x1, "label": label, "text": o.text, "accepted": o.accepted,
-                                     "attempt": o.attempt, "n_tokens": o.n_tokens})
-                write_jsonl(partial / f"chunk-{ci:05d}.jsonl", rows)
-                if os.environ.get("DSGEN_TEST_KILL_AFTER_CHUNK") == str(ci):  # crash injection for the resume test
-                    os.kill(os.getpid(), signal.SIGKILL)
+        with progress_bar(f"generate {spec.name}", total=sum(c.target for c in chunks), enabled=progress) as advance:
+            advance(sum(c.target for c in chunks if c.index in done))
+            report = backend.run(self.decoder_spec(spec), todo, on_done, advance)
 
+        pairs, stats = self._assemble(store, chunks, inputs is not None)
+        stats["resumed_chunks"] = len(done)
+        write_pairs(out, pairs)
+        lm = self._lm.describe() if self._lm is not None else {"name": cfg.generator}
+        write_sidecar(out, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
+                      task_spec=spec.to_dict(), dataset_key=key, generator=lm, seed=cfg.seed,
+                      n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs), stats=stats,
+                      backend={**report.to_dict(), "chunks": sorted(timings, key=lambda t: t["chunk"])},
+                      timings={"generate_seconds": round(time.perf_counter() - started, 2)})
+        store.remove()
+        return pairs
+
+    def _assemble(self, store: ChunkStore, chunks: list[Chunk], with_inputs: bool) -> tuple[list[Pair], dict[str, int]]:
+        """Pairs from the chunk files in chunk order (accepted outputs, duplicates removed)."""
         pairs: list[Pair] = []
         seen: set[tuple] = set()
-        for ci in range(len(chunks)):
-            for row in read_jsonl(partial / f"chunk-{ci:05d}.jsonl"):
+        stats = {"sampled": 0, "accepted": 0, "tokens": 0}
+        for chunk in chunks:
+            for row in store.read(chunk.index):
                 stats["sampled"] += 1
                 stats["tokens"] += row["n_tokens"]
                 if not row["accepted"]:
                     continue
                 stats["accepted"] += 1
-                if inputs is not None:
-                    pair = Pair(row["x1"], row["text"], parse_label(row["label"]), extra={"attempt": row["attempt"]})
-                else:
-                    pair = Pair(row["text"], None, parse_label(row["label"]), extra={"attempt": row["attempt"]})
-                if cfg.remove_duplicates:
+                extra = {"attempt": row["attempt"]}
+                pair = (Pair(row["x1"], row["text"], parse_label(row["label"]), extra=extra) if with_inputs
+                        else Pair(row["text"], None, parse_label(row["label"]), extra=extra))
+                if self.config.remove_duplicates:
                     if pair.key() in seen:
                         continue
                     seen.add(pair.key())
                 pairs.append(pair)
-        elapsed = time.perf_counter() - started
-        write_pairs(out, pairs)
-        write_sidecar(out, kind="generated-pairs", config=cfg.to_dict(), task_spec=spec.to_dict(), dataset_key=key,
-                      generator=self.lm.describe() if (self._lm is not None) else {"name": cfg.generator},
-                      seed=cfg.seed, n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs),
-                      stats=stats, timings={"generate_seconds": round(elapsed, 2)})
-        shutil.rmtree(partial, ignore_errors=True)
-        return pairs
+        return pairs, stats

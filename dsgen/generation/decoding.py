@@ -11,12 +11,13 @@ counter label y' in CL(y), all fed the same tokens. At every step
     p_c = max over the counter rows of their softmax
     p'  = p * max(exp(-lambda * max(p_c - p, 0)), eps), renormalised
 
-then top-k and top-p filter p' and one token is drawn. A group ends at the first quotation
-mark in its decoded text or after ``max_new_tokens``. Many groups are decoded together;
-finished groups leave the batch (their KV-cache rows are dropped) and queued groups take
-their place, so compute goes to unfinished rows. Prompts are prefilled once per distinct
-text and their cache is copied into every row that needs it (the counter prompt of a
-label is the main prompt of another label for the same input).
+then top-k and top-p filter p' and one token is drawn. A group ends at the first closing
+quotation mark in its decoded text, at an end-of-text token when those are not suppressed,
+or after ``max_new_tokens``. Many groups are decoded together (:class:`ActiveBatch`):
+finished groups leave the batch and queued groups take their place, so compute goes to
+unfinished rows. Every distinct prompt is prefilled once (:class:`PromptBank`).
+
+The loop reads as a schedule: admit, sample, retire, advance.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsgen.config import Config
+from dsgen.errors import DsgenError
+from dsgen.generation.batch import ActiveBatch, PromptBank
+from dsgen.generation.forward import forward_last, pad_id, sliding_window, tokenize
 
 QUOTE = '"'
 
@@ -43,9 +47,11 @@ class SamplingConfig(Config):
         top_k: keep the k most likely tokens (0: off).
         top_p: nucleus sampling mass (1.0: off).
         max_new_tokens: a row that has not closed its quote after this many tokens ends unclosed.
-        suppress_eos: never sample the end-of-sequence token (DINO sets min_length = max_length).
-        stop_at_newline: end a group early at a newline that precedes any quote; such an output
-            is discarded anyway unless newlines are allowed, so this saves compute only.
+        suppress_eos: never sample an end-of-text token (DINO sets min_length = max_length); when
+            False, an end-of-text token ends its group (the output is unclosed).
+        stop_at_newline: end a group early at a newline that precedes any quote when newlines are
+            not allowed (such an output is discarded anyway); it saves compute, and because a group
+            that ends early leaves the batch, it is part of what a seed reproduces.
     """
 
     decay_constant: float = 100.0
@@ -59,31 +65,38 @@ class SamplingConfig(Config):
 
 @dataclass(frozen=True)
 class DecodeRequest:
-    """Ask for ``n`` accepted continuations of ``prompt`` debiased against ``counter_prompts``.
+    """Ask for ``n`` continuations of ``prompt`` debiased against ``counter_prompts``.
 
-    Up to ``max_attempts`` tries are made; each try samples the continuations still missing.
+    DINO draws them in one go and keeps what passes its output rules (``max_attempts`` 1);
+    with ``max_attempts`` > 1 the outputs still missing are sampled again, up to that many tries.
     """
 
     prompt: str
     counter_prompts: tuple[str, ...] = ()
     n: int = 1
-    max_attempts: int = 5
+    max_attempts: int = 1
 
 
 @dataclass
 class DecodeOutput:
     """One sampled continuation.
 
-    ``text`` is the decoded text before the first quotation mark (None when no quote was
-    produced); ``accepted`` says whether it passes the output rules (closed, non-empty, no
-    newline unless allowed).
+    ``text`` is the decoded text before the first closing quote (None when none was produced);
+    ``accepted`` says whether it passes the output rules (closed, non-empty, no newline unless
+    allowed). ``tokens`` are the sampled ids and ``logprobs`` the log-probability of each under
+    the distribution it was drawn from (after debiasing, top-k and top-p).
     """
 
     text: str | None
     raw: str
-    n_tokens: int
+    tokens: list[int]
     attempt: int
     accepted: bool
+    logprobs: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
 
 
 def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: float) -> Any:
@@ -108,13 +121,19 @@ class TokenSampler:
     """Turns the logits of all rows into one token per group (debias, top-k, top-p, draw).
 
     Shared by the fast loop and the reference loop so that they differ only in scheduling.
+
+    Args:
+        sampling: :class:`SamplingConfig`.
+        blocked: ids never sampled: the end-of-text ids when ``suppress_eos``, and every id a padded
+            vocabulary has beyond the tokenizer's (the tokenizer cannot decode them).
+        generator: the ``torch.Generator`` that draws.
     """
 
-    def __init__(self, sampling: SamplingConfig, eos_ids: Sequence[int], generator: Any) -> None:
+    def __init__(self, sampling: SamplingConfig, blocked: Sequence[int], generator: Any) -> None:
         from transformers import LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
 
         self.cfg = sampling
-        self.eos_ids = list(eos_ids) if sampling.suppress_eos else []
+        self.blocked = sorted(set(int(i) for i in blocked))
         warpers = []
         if sampling.top_k and sampling.top_k > 0:
             warpers.append(TopKLogitsWarper(top_k=sampling.top_k))
@@ -122,14 +141,17 @@ class TokenSampler:
             warpers.append(TopPLogitsWarper(top_p=sampling.top_p))
         self.warpers = LogitsProcessorList(warpers)
         self.generator = generator
+        self._blocked_t: Any = None
 
     def distribution(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> Any:
         """Debiased, filtered next-token probabilities ``[G, V]`` for the groups."""
         import torch
 
         logits = logits.float()
-        if self.eos_ids:
-            logits = logits.index_fill(1, torch.tensor(self.eos_ids, device=logits.device), -math.inf)
+        if self.blocked:
+            if self._blocked_t is None or self._blocked_t.device != logits.device:
+                self._blocked_t = torch.tensor(self.blocked, device=logits.device)
+            logits = logits.index_fill(1, self._blocked_t, -math.inf)
         probs = torch.softmax(logits, dim=-1)
         p_main = probs.index_select(0, main_rows)
         if counter_rows.numel() and self.cfg.decay_constant != 0:
@@ -141,45 +163,73 @@ class TokenSampler:
         scores = self.warpers(None, torch.log(p_main))
         return torch.softmax(scores, dim=-1)
 
-    def sample(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> Any:
+    def sample(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> tuple[Any, Any]:
+        """(token per group, its log-probability under the distribution it was drawn from)."""
         import torch
 
         probs = self.distribution(logits, main_rows, counter_rows, counter_group)
-        return torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
+        tokens = torch.multinomial(probs, 1, generator=self.generator)
+        return tokens.squeeze(1), torch.log(probs.gather(1, tokens)).squeeze(1)
 
 
 class OutputRules:
-    """Where a continuation ends and whether it is kept (DINO's ``_process_output``)."""
+    """Where a continuation ends and whether it is kept (DINO's ``_process_output``).
 
-    def __init__(self, tokenizer: Any, allow_newlines: bool = False, keep_unclosed: bool = False) -> None:
+    Args:
+        tokenizer: decodes sampled ids.
+        vocab_size: the model's logits width (may exceed ``len(tokenizer)`` in a padded vocabulary).
+        close_quote: the mark that ends an output (``"``, or ``”`` for a spec that opens with ``“``).
+        allow_newlines / keep_unclosed: DINO's options (both off by default).
+        end_ids: end-of-text ids that end a group when they are not suppressed.
+    """
+
+    def __init__(self, tokenizer: Any, vocab_size: int | None = None, close_quote: str = QUOTE,
+                 allow_newlines: bool = False, keep_unclosed: bool = False, end_ids: Sequence[int] = ()) -> None:
         import torch
 
         self.tokenizer = tokenizer
+        self.close_quote = close_quote
         self.allow_newlines = allow_newlines
         self.keep_unclosed = keep_unclosed
-        pieces = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
-        # A token "may end the text" when its own text holds a quote or a newline; only then
+        n_tok = len(tokenizer)
+        self.vocab_size = max(vocab_size or n_tok, n_tok)
+        pieces = tokenizer.batch_decode([[i] for i in range(n_tok)])
+        # A token "may end the text" when its own text holds the closing quote or a newline; only then
         # is the whole sequence decoded again (a token such as '."' carries text before the quote).
-        self.quote_tokens = torch.tensor([QUOTE in p for p in pieces], dtype=torch.bool)
-        self.newline_tokens = torch.tensor(["\n" in p for p in pieces], dtype=torch.bool)
+        pad = [False] * (self.vocab_size - n_tok)
+        self.quote_tokens = torch.tensor([close_quote in p for p in pieces] + pad, dtype=torch.bool)
+        self.newline_tokens = torch.tensor(["\n" in p for p in pieces] + pad, dtype=torch.bool)
+        self.end_tokens = torch.zeros(self.vocab_size, dtype=torch.bool)
+        for i in end_ids:
+            if 0 <= i < self.vocab_size:
+                self.end_tokens[i] = True
+        self.beyond_tokenizer = list(range(n_tok, self.vocab_size))
 
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
     def judge(self, raw: str) -> tuple[str | None, bool]:
-        """Return (text before the first quote or None, accepted)."""
-        if QUOTE in raw:
-            text: str | None = raw.split(QUOTE, 1)[0]
+        """Return (text before the first closing quote or None, accepted)."""
+        if self.close_quote in raw:
+            text: str | None = raw.split(self.close_quote, 1)[0]
         else:
             text = raw if self.keep_unclosed else None
         ok = bool(text) and (self.allow_newlines or "\n" not in text)  # type: ignore[operator]
         return text, ok
 
 
+def check_fits_window(model: Any, longest_prompt: int, max_new_tokens: int) -> None:
+    """A sliding-window model attends to all of a row only while the row fits its window; refuse otherwise."""
+    window = sliding_window(model)
+    if window is not None and longest_prompt + max_new_tokens > window - 1:
+        raise DsgenError(f"a prompt of {longest_prompt} tokens plus {max_new_tokens} new tokens does not fit the model's "
+                         f"sliding attention window of {window}; use shorter prompts or --max-new-tokens "
+                         f"{max(1, window - 1 - longest_prompt)}")
+
+
 @dataclass
 class _Item:
     request: DecodeRequest
-    index: int
     outputs: list[DecodeOutput] = field(default_factory=list)
     accepted: int = 0
     attempt: int = 0
@@ -192,6 +242,7 @@ class _Group:
     prompts: tuple[str, ...]  # main prompt first
     attempt: int
     tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
 
 
 class DebiasedDecoder:
@@ -199,62 +250,52 @@ class DebiasedDecoder:
 
     Args:
         model: a causal LM (``transformers`` ``AutoModelForCausalLM``), already on its device.
-        tokenizer: its tokenizer.
+        tokenizer: its tokenizer (any padding side: padding is done by :mod:`dsgen.generation.forward`).
         sampling: :class:`SamplingConfig`.
         max_rows: most sequences (main + counter rows) decoded at once.
-        allow_newlines / keep_unclosed: output rules, see :class:`OutputRules`.
+        rules: :class:`OutputRules` (default: DINO's, closing quote ``"``).
+        end_ids: the model's end-of-text ids (suppressed, or ending a group when ``suppress_eos`` is off).
+        prefill_batch: prompts prefilled together.
 
     Example:
-        >>> dec = DebiasedDecoder(lm.model, lm.tokenizer, SamplingConfig())   # doctest: +SKIP
-        >>> outs = dec.decode([DecodeRequest('Sentence 2: "', n=2)], seed=1)  # doctest: +SKIP
+        >>> dec = DebiasedDecoder(lm.model, lm.tokenizer, SamplingConfig(), end_ids=lm.end_ids())  # doctest: +SKIP
+        >>> outs = dec.decode([DecodeRequest('Sentence 2: "', n=2)], seed=1)                      # doctest: +SKIP
     """
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None,
-                 max_rows: int = 128, allow_newlines: bool = False, keep_unclosed: bool = False,
-                 prefill_batch: int = 32) -> None:
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None, max_rows: int = 128,
+                 rules: OutputRules | None = None, end_ids: Sequence[int] | None = None, prefill_batch: int = 32) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingConfig()
         self.max_rows = max_rows
         self.prefill_batch = prefill_batch
-        self.rules = OutputRules(tokenizer, allow_newlines, keep_unclosed)
-        eos = tokenizer.eos_token_id
-        self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if end_ids is None:
+            from dsgen.models import end_of_text_ids
+
+            end_ids = end_of_text_ids(model, tokenizer)
+        self.end_ids = list(end_ids)
+        vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
+        self.rules = rules or OutputRules(tokenizer, vocab, end_ids=self.end_ids)
         self.device = next(model.parameters()).device
-        self.stats = {"forward_rows": 0, "steps": 0}
+        self.stats = {"forward_rows": 0, "steps": 0, "prefill_batches": 0}
 
-    # -- model calls ------------------------------------------------------------------
-    def _cache(self, keys: list[Any], values: list[Any]) -> Any:
-        from transformers import DynamicCache
+    def blocked_ids(self) -> list[int]:
+        return (self.end_ids if self.sampling.suppress_eos else []) + self.rules.beyond_tokenizer
 
-        return DynamicCache(ddp_cache_data=list(zip(keys, values)), config=self.model.config)
+    @property
+    def newline_stops(self) -> bool:
+        """Whether a newline before any quote ends a group (only when newlines disqualify the output)."""
+        return self.sampling.stop_at_newline and not self.rules.allow_newlines
 
-    def prefill(self, prompts: Sequence[str]) -> dict[str, tuple[list[Any], list[Any], Any]]:
-        """Run each distinct prompt once: prompt -> (keys per layer, values per layer, last logits)."""
-        import torch
+    def stop_tokens(self) -> Any:
+        """Ids after which a group may have ended (then its text is decoded and checked)."""
+        stop = self.rules.quote_tokens.clone()
+        if self.newline_stops:
+            stop |= self.rules.newline_tokens
+        if not self.sampling.suppress_eos:
+            stop |= self.rules.end_tokens
+        return stop.to(self.device)
 
-        bank: dict[str, tuple[list[Any], list[Any], Any]] = {}
-        ordered = sorted(set(prompts), key=lambda p: len(p))
-        for start in range(0, len(ordered), self.prefill_batch):
-            chunk = ordered[start:start + self.prefill_batch]
-            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-            mask = enc["attention_mask"]
-            pos = (mask.cumsum(-1) - 1).clamp_min(0)
-            out = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=pos,
-                             use_cache=True, logits_to_keep=1)
-            self.stats["forward_rows"] += int(mask.sum())
-            layers = [(k, v) for k, v, *_ in out.past_key_values]
-            lengths = mask.sum(-1).tolist()
-            width = mask.shape[1]
-            for i, prompt in enumerate(chunk):
-                lo = width - int(lengths[i])
-                bank[prompt] = ([k[i, :, lo:].clone() for k, _ in layers],
-                                [v[i, :, lo:].clone() for _, v in layers],
-                                out.logits[i, -1].clone())
-            del out
-        return bank
-
-    # -- the loop -------------------------------------------------------------------
     def decode(self, requests: Sequence[DecodeRequest], seed: int = 0,
                on_group_done: Callable[[DecodeOutput], None] | None = None) -> list[list[DecodeOutput]]:
         """Decode every request; returns, per request, all sampled outputs in attempt order."""
@@ -266,17 +307,17 @@ class DebiasedDecoder:
     def _decode(self, requests: Sequence[DecodeRequest], seed: int,
                 on_group_done: Callable[[DecodeOutput], None] | None) -> list[list[DecodeOutput]]:
         import torch
-        import torch.nn.functional as F
 
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
-        sampler = TokenSampler(self.sampling, self.eos_ids, gen)
-        rules = self.rules
-        quote_tok = rules.quote_tokens.to(self.device)
-        stop_tok = (quote_tok | rules.newline_tokens.to(self.device)) if self.sampling.stop_at_newline else quote_tok
-
-        items = [_Item(r, i) for i, r in enumerate(requests)]
-        bank = self.prefill([p for r in requests for p in (r.prompt, *r.counter_prompts)])
+        sampler = TokenSampler(self.sampling, self.blocked_ids(), gen)
+        stop_tok = self.stop_tokens()
+        items = [_Item(r) for r in requests]
+        bank = PromptBank(self.model, self.tokenizer, [p for r in requests for p in (r.prompt, *r.counter_prompts)],
+                          self.prefill_batch)
+        check_fits_window(self.model, bank.max_length, self.sampling.max_new_tokens)
+        self.stats["forward_rows"] += bank.forward_tokens
+        self.stats["prefill_batches"] += bank.batches
         queue: deque[_Group] = deque()
 
         def enqueue_round(item: _Item) -> None:
@@ -288,124 +329,87 @@ class DebiasedDecoder:
             prompts = (item.request.prompt, *item.request.counter_prompts)
             queue.extend(_Group(item, prompts, item.attempt) for _ in range(missing))
 
+        def finish(group: _Group, raw: str) -> None:
+            text, ok = self.rules.judge(raw)
+            out = DecodeOutput(text, raw, group.tokens, group.attempt, ok, group.logprobs)
+            item = group.item
+            item.outputs.append(out)
+            item.accepted += int(ok)
+            item.outstanding -= 1
+            if on_group_done is not None:
+                on_group_done(out)
+            if item.outstanding == 0:
+                enqueue_round(item)
+
         for item in items:
             enqueue_round(item)
-
+        batch = ActiveBatch(self.model, self.device)
         groups: list[_Group] = []
-        keys: list[Any] = []
-        values: list[Any] = []
-        mask = pos = logits = None
-        n_layers = len(next(iter(bank.values()))[0]) if bank else 0
-
         while queue or groups:
             # 1. admit queued groups while rows are free (always at least one group)
-            rows_used = sum(len(g.prompts) for g in groups)
             admitted: list[_Group] = []
-            while queue and (rows_used + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
-                g = queue.popleft()
-                admitted.append(g)
-                rows_used += len(g.prompts)
-            if admitted:
-                new_prompts = [p for g in admitted for p in g.prompts]
-                new_len = max(bank[p][0][0].shape[1] for p in new_prompts)
-                width = max(new_len, mask.shape[1] if mask is not None else 0)
+            rows = batch.rows
+            while queue and (rows + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
+                admitted.append(queue.popleft())
+                rows += len(admitted[-1].prompts)
+            batch.admit([bank[p] for g in admitted for p in g.prompts])
+            groups += admitted
 
-                def pad_left(t: Any, total: int) -> Any:
-                    return F.pad(t, (0, 0, total - t.shape[-2], 0))
-
-                new_keys = [torch.stack([pad_left(bank[p][0][layer], width) for p in new_prompts])
-                            for layer in range(n_layers)]
-                new_values = [torch.stack([pad_left(bank[p][1][layer], width) for p in new_prompts])
-                              for layer in range(n_layers)]
-                lens = torch.tensor([bank[p][0][0].shape[1] for p in new_prompts], device=self.device)
-                new_mask = (torch.arange(width, device=self.device)[None, :] >= (width - lens)[:, None]).long()
-                new_logits = torch.stack([bank[p][2] for p in new_prompts])
-                if mask is None or not groups:
-                    keys, values, mask, pos, logits = new_keys, new_values, new_mask, lens.clone(), new_logits
-                else:
-                    old = mask.shape[1]
-                    keys = [torch.cat([F.pad(k, (0, 0, width - old, 0)), nk]) for k, nk in zip(keys, new_keys)]
-                    values = [torch.cat([F.pad(v, (0, 0, width - old, 0)), nv]) for v, nv in zip(values, new_values)]
-                    mask = torch.cat([F.pad(mask, (width - old, 0)), new_mask])
-                    pos = torch.cat([pos, lens])
-                    logits = torch.cat([logits, new_logits])
-                groups.extend(admitted)
-
-            # 2. one sampling step for every active group
+            # 2. one token per group, drawn from its debiased distribution
             sizes = torch.tensor([len(g.prompts) for g in groups], device=self.device)
             starts = sizes.cumsum(0) - sizes
             group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=self.device), sizes)
             is_counter = torch.ones(int(sizes.sum()), dtype=torch.bool, device=self.device)
             is_counter[starts] = False
             counter_rows = is_counter.nonzero().squeeze(1)
-            next_tok = sampler.sample(logits, starts, counter_rows, group_of_row.index_select(0, counter_rows))
+            tokens, logprobs = sampler.sample(batch.logits, starts, counter_rows, group_of_row.index_select(0, counter_rows))
             self.stats["steps"] += 1
 
-            # 3. which groups are done
-            next_list = next_tok.tolist()
-            maybe_done = stop_tok.index_select(0, next_tok).tolist()
+            # 3. retire the groups that ended (their text is decoded only when a stop token came)
+            token_list, logprob_list = tokens.tolist(), logprobs.tolist()
+            maybe_done = stop_tok.index_select(0, tokens).tolist()
             keep: list[int] = []
             for gi, g in enumerate(groups):
-                g.tokens.append(next_list[gi])
+                g.tokens.append(token_list[gi])
+                g.logprobs.append(logprob_list[gi])
                 at_limit = len(g.tokens) >= self.sampling.max_new_tokens
                 if not (at_limit or maybe_done[gi]):
                     keep.append(gi)
                     continue
-                raw = rules.decode(g.tokens)  # decoded once, only when the group may have ended
-                if not at_limit and not (QUOTE in raw or (self.sampling.stop_at_newline and "\n" in raw)):
+                raw = self.rules.decode(g.tokens)
+                last = g.tokens[-1]
+                ended = (at_limit or self.rules.close_quote in raw
+                         or (not self.sampling.suppress_eos and bool(self.rules.end_tokens[last]))
+                         or (self.newline_stops and "\n" in raw))
+                if ended:
+                    finish(g, raw)
+                else:
                     keep.append(gi)
-                    continue
-                text, ok = rules.judge(raw)
-                out = DecodeOutput(text, raw, len(g.tokens), g.attempt, ok)
-                it = g.item
-                it.outputs.append(out)
-                it.accepted += int(ok)
-                it.outstanding -= 1
-                if on_group_done is not None:
-                    on_group_done(out)
-                if it.outstanding == 0:
-                    enqueue_round(it)
             if len(keep) < len(groups):
-                keep_rows = torch.cat([torch.arange(int(starts[gi]), int(starts[gi] + sizes[gi]), device=self.device)
-                                       for gi in keep]) if keep else torch.zeros(0, dtype=torch.long, device=self.device)
+                keep_rows = [r for gi in keep for r in range(int(starts[gi]), int(starts[gi] + sizes[gi]))]
+                batch.keep(torch.tensor(keep_rows, dtype=torch.long, device=self.device))
                 groups = [groups[gi] for gi in keep]
-                next_tok = next_tok.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
+                tokens = tokens.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
                 sizes = sizes.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
-                keys = [k.index_select(0, keep_rows) for k in keys]
-                values = [v.index_select(0, keep_rows) for v in values]
-                mask, pos = mask.index_select(0, keep_rows), pos.index_select(0, keep_rows)
-                if groups:
-                    # drop leading columns that no remaining row attends to
-                    first = int(mask.any(0).long().argmax())
-                    if first:
-                        keys = [k[:, :, first:] for k in keys]
-                        values = [v[:, :, first:] for v in values]
-                        mask = mask[:, first:]
             if not groups:
-                mask = None
                 continue
 
-            # 4. feed the sampled token to every row of its group
-            row_tok = torch.repeat_interleave(next_tok, sizes)
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = self.model(input_ids=row_tok[:, None], attention_mask=mask, position_ids=pos[:, None],
-                             past_key_values=self._cache(keys, values), use_cache=True, logits_to_keep=1)
-            self.stats["forward_rows"] += int(row_tok.shape[0])
-            logits = out.logits[:, -1]
-            kv = [(k, v) for k, v, *_ in out.past_key_values]
-            keys, values = [k for k, _ in kv], [v for _, v in kv]
-            pos = pos + 1
-            del out
+            # 4. feed each group's token to all of its rows
+            batch.advance(torch.repeat_interleave(tokens, sizes))
+            self.stats["forward_rows"] += batch.rows
+        for k, v in batch.events.items():
+            self.stats[k] = self.stats.get(k, 0) + v
         return [it.outputs for it in items]
 
 
 def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeRequest],
-                     sampling: SamplingConfig | None = None, seed: int = 0, allow_newlines: bool = False,
-                     keep_unclosed: bool = False) -> list[list[DecodeOutput]]:
+                     sampling: SamplingConfig | None = None, seed: int = 0, rules: OutputRules | None = None,
+                     end_ids: Sequence[int] | None = None) -> list[list[DecodeOutput]]:
     """DINO's original schedule, kept as the baseline for benchmarks and equivalence tests.
 
     One request at a time: its ``n`` samples and their counter rows decoded together for
-    exactly ``max_new_tokens`` steps (DINO sets min_length = max_length), cut at the quote
+    exactly ``max_new_tokens`` steps (DINO sets min_length = max_length), each output cut at
+    its first stop (closing quote, or an end-of-text token when those are not suppressed)
     afterwards; a further try for the outputs still missing, up to ``max_attempts``.
     """
     import torch
@@ -414,9 +418,14 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
     dev = next(model.parameters()).device
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
-    eos = tokenizer.eos_token_id
-    sampler = TokenSampler(sampling, [eos] if isinstance(eos, int) else list(eos or []), gen)
-    rules = OutputRules(tokenizer, allow_newlines, keep_unclosed)
+    if end_ids is None:
+        from dsgen.models import end_of_text_ids
+
+        end_ids = end_of_text_ids(model, tokenizer)
+    vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
+    rules = rules or OutputRules(tokenizer, vocab, end_ids=end_ids)
+    sampler = TokenSampler(sampling, (list(end_ids) if sampling.suppress_eos else []) + rules.beyond_tokenizer, gen)
+    pad = pad_id(tokenizer)
     results: list[list[DecodeOutput]] = []
     with torch.inference_mode():
         for req in requests:
@@ -428,33 +437,54 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
                     break
                 # rows: n main rows, then n rows per counter prompt (DINO's layout)
                 prompts = [req.prompt] * n + [c for c in req.counter_prompts for _ in range(n)]
-                enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
-                mask = enc["attention_mask"]
-                pos = (mask.cumsum(-1) - 1).clamp_min(0)
-                out = model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=pos, use_cache=True,
-                            logits_to_keep=1)
+                ids = tokenize(tokenizer, prompts)
+                check_fits_window(model, max(len(i) for i in ids), sampling.max_new_tokens)
+                first = forward_last(model, ids, pad, use_cache=True)
+                from transformers import DynamicCache
+
+                cache = DynamicCache(ddp_cache_data=list(zip(first.keys, first.values)), config=model.config)
+                logits = first.logits
+                mask = torch.ones((len(prompts), first.width), dtype=torch.long, device=dev)
+                for i, length in enumerate(first.lengths):
+                    mask[i, :first.width - length] = 0
+                pos = torch.tensor(first.lengths, device=dev)
                 main_rows = torch.arange(n, device=dev)
                 counter_rows = torch.arange(n, len(prompts), device=dev)
                 counter_group = counter_rows % n
-                pos = pos[:, -1] + 1
-                tokens = []
+                steps: list[Any] = []
+                step_logprobs: list[Any] = []
                 for step in range(sampling.max_new_tokens):
-                    tok = sampler.sample(out.logits[:, -1], main_rows, counter_rows, counter_group)
-                    tokens.append(tok)
+                    tok, lp = sampler.sample(logits, main_rows, counter_rows, counter_group)
+                    steps.append(tok)
+                    step_logprobs.append(lp)
                     if step == sampling.max_new_tokens - 1:
                         break
                     row_tok = tok.repeat(len(prompts) // n)
                     mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                     out = model(input_ids=row_tok[:, None], attention_mask=mask, position_ids=pos[:, None],
-                                past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
-                    pos = pos + 1
-                seqs = torch.stack(tokens, dim=1).tolist()
-                for seq in seqs:
-                    raw = rules.decode(seq)
+                                past_key_values=cache, use_cache=True, logits_to_keep=1)
+                    cache, logits, pos = out.past_key_values, out.logits[:, -1].float(), pos + 1
+                seqs = torch.stack(steps, dim=1).tolist()
+                lps = torch.stack(step_logprobs, dim=1).tolist()
+                for seq, lp in zip(seqs, lps):
+                    used = _first_stop(seq, rules, sampling)
+                    raw = rules.decode(seq[:used])
                     text, ok = rules.judge(raw)
-                    # tokens up to the one that closed the quote, as the core counts them
-                    used = next((i + 1 for i in range(len(seq)) if QUOTE in rules.decode(seq[:i + 1])), len(seq))
-                    outs.append(DecodeOutput(text, raw, used, attempt, ok))
+                    outs.append(DecodeOutput(text, raw, seq[:used], attempt, ok, lp[:used]))
                     accepted += int(ok)
             results.append(outs)
     return results
+
+
+def _first_stop(seq: Sequence[int], rules: OutputRules, sampling: SamplingConfig) -> int:
+    """Tokens up to and including the one that ends the output (as the core stops), else all."""
+    for i, t in enumerate(seq):
+        if not sampling.suppress_eos and bool(rules.end_tokens[t]):
+            return i + 1
+        if bool(rules.quote_tokens[t]) and rules.close_quote in rules.decode(seq[:i + 1]):
+            return i + 1
+    return len(seq)
+
+
+__all__ = ["SamplingConfig", "DecodeRequest", "DecodeOutput", "TokenSampler", "OutputRules", "DebiasedDecoder",
+           "reference_decode", "self_debias", "check_fits_window"]

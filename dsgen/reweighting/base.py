@@ -21,6 +21,9 @@ class ReweightContext:
 
     Args:
         human_texts: the human-written generation inputs x1 (None when x1 was generated too).
+        source: where the inputs came from (``stsb-train`` or a text file): its whole content is
+            the human side of RISE's classifier.
+        data_dir: the STS data folder (for named sources).
         seed: the run seed.
         load_generator: returns the generator LM (a ``dsgen.models.LoadedLM``), loaded on demand.
         device: cpu, cuda or auto.
@@ -28,6 +31,8 @@ class ReweightContext:
     """
 
     human_texts: list[str] | None = None
+    source: str | None = None
+    data_dir: str | None = None
     seed: int = 42
     load_generator: Callable[[], Any] | None = None
     device: str = "auto"
@@ -62,6 +67,10 @@ class Reweighter(ABC):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"reweighter": self.name, **self.config.to_dict()}
+
+    def models(self, plan: Any) -> list[str]:
+        """Names of the models this reweighter loads (their fingerprints go into the run key)."""
+        return []
 
     def apply(self, pairs: list[Pair], context: ReweightContext) -> tuple[list[Pair], dict[str, Any]]:
         import numpy as np

@@ -10,6 +10,12 @@ over its spellings " true", "true", " True", "True"). Option: any NLI cross-enco
 Rule (threshold alpha, GenSE: 0.9): a positive pair (``entailment``, or a numeric label >=
 ``positive_at``) is kept when P(true) >= alpha, a negative pair (``contradiction``, or a numeric
 label <= ``negative_at``) when P(false) >= alpha; pairs in between (DINO's 0.5) are kept.
+
+GenSE's code (``filter_data.py``) also drops, with every option on by default here:
+- pairs whose x1 has fewer than 8 words or whose x2 has fewer than 5 (``str.split`` words);
+- pairs where one sentence nearly contains the other: ``x2[:-1] in x1 or x1[:-1] in x2``
+  (a case-sensitive substring test after dropping the last character, usually the full stop).
+A triplet needs both of its pairs, so a dropped pair drops its triplet, as in GenSE.
 """
 
 from __future__ import annotations
@@ -27,9 +33,33 @@ GENSE_DISCRIMINATION_PROMPT = 'if "{x1}", does this mean that "{x2}"? true or fa
 TRUE_WORDS = (" true", "true", " True", "True")
 FALSE_WORDS = (" false", "false", " False", "False")
 ALMOST_NOTHING = 0.05
-# P(true) per (LM, prompt, x1, x2) for this process: seeds and methods that put the same pairs
-# through the same zero-shot discriminator score them once.
-_LM_SCORES: dict[tuple[int, str, str, str], float] = {}
+
+
+class ScoreCache:
+    """P(true) per (scoring model's fingerprint, prompt, x1, x2) for this process, so seeds and
+    methods that put the same pairs through the same discriminator score them once. Bounded:
+    the oldest entries go first."""
+
+    def __init__(self, max_entries: int = 500_000) -> None:
+        from collections import OrderedDict
+
+        self.max_entries = max_entries
+        self.entries: OrderedDict[str, float] = OrderedDict()
+
+    def get(self, key: str) -> float | None:
+        value = self.entries.get(key)
+        if value is not None:
+            self.entries.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: float) -> None:
+        self.entries[key] = value
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.max_entries:
+            self.entries.popitem(last=False)
+
+
+SCORES = ScoreCache()
 
 
 @dataclass
@@ -42,6 +72,8 @@ class DiscriminatorConfig(Config):
         positive_at / negative_at: numeric labels at or above / at or below count as positive /
             negative (DINO's 1 and 0, also after label smoothing: 0.9 and 0.1).
         batch_size: pairs scored together.
+        min_x1_words / min_x2_words: GenSE's length rules (8 and 5 words; 0: off).
+        drop_containment: GenSE's rule against pairs where one sentence nearly contains the other.
         device: for a cross-encoder scorer.
     """
 
@@ -53,6 +85,9 @@ class DiscriminatorConfig(Config):
     positive_at: float = 0.75
     negative_at: float = 0.25
     batch_size: int = 32
+    min_x1_words: int = 8
+    min_x2_words: int = 5
+    drop_containment: bool = True
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -76,9 +111,16 @@ def _word_token_ids(tokenizer: Any, words: tuple[str, ...]) -> list[int]:
 
 def lm_true_probability(lm: Any, pairs: list[tuple[str, str]], prompt: str, batch_size: int = 32,
                         progress: Any = None) -> Any:
-    """P(true) normalised over {true, false} for each (x1, x2) with a causal LM, zero-shot."""
+    """P(true) normalised over {true, false} for each (x1, x2) with a causal LM, zero-shot.
+
+    Prompts of similar token length are batched together (less padding) through the shared
+    left-padded, position-aware forward (:mod:`dsgen.generation.forward`), so a pair's score does
+    not depend on what else is in its batch.
+    """
     import numpy as np
     import torch
+
+    from dsgen.generation.forward import forward_last, pad_id, tokenize
 
     tok, model = lm.tokenizer, lm.model
     true_ids, false_ids = _word_token_ids(tok, TRUE_WORDS), _word_token_ids(tok, FALSE_WORDS)
@@ -86,22 +128,30 @@ def lm_true_probability(lm: Any, pairs: list[tuple[str, str]], prompt: str, batc
     true_ids, false_ids = [i for i in true_ids if i not in shared], [i for i in false_ids if i not in shared]
     if not true_ids or not false_ids:
         raise DsgenError("the generator's tokenizer does not tell 'true' from 'false' by their first token")
-    device = next(model.parameters()).device
-    texts = [prompt.format(x1=a, x2=b) for a, b in pairs]
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch together: less padding
-    out = np.zeros(len(texts))
+    ids = tokenize(tok, [prompt.format(x1=a, x2=b) for a, b in pairs]) if pairs else []
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    out = np.zeros(len(ids))
     with torch.inference_mode():
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
-            batch = tok([texts[j] for j in idx], return_tensors="pt", padding=True).to(device)  # left padding
-            logits = model(**batch, logits_to_keep=1).logits[:, -1].float()  # only the next-token position
-            logp = torch.log_softmax(logits, dim=-1)
+            logp = torch.log_softmax(forward_last(model, [ids[j] for j in idx], pad_id(tok)).logits, dim=-1)
             p_true = torch.logsumexp(logp[:, true_ids], dim=-1)
             p_false = torch.logsumexp(logp[:, false_ids], dim=-1)
             out[idx] = torch.sigmoid(p_true - p_false).cpu().numpy()  # = P(t) / (P(t) + P(f))
             if progress:
                 progress(len(idx))
     return out
+
+
+def gense_rules(x1: str, x2: str, cfg: DiscriminatorConfig) -> str | None:
+    """Why GenSE's code would drop the pair (None: it passes its length and containment rules)."""
+    if cfg.min_x1_words and len(x1.split()) < cfg.min_x1_words:
+        return "short_x1"
+    if cfg.min_x2_words and len(x2.split()) < cfg.min_x2_words:
+        return "short_x2"
+    if cfg.drop_containment and (x2[:-1] in x1 or x1[:-1] in x2):
+        return "containment"
+    return None
 
 
 def cross_encoder_probabilities(model_id: str, pairs: list[tuple[str, str]], batch_size: int, device: str) -> tuple[Any, Any]:
@@ -164,6 +214,9 @@ class DiscriminatorFilter(Reweighter):
                 out[i] = float(p_false[i] >= a)
         return out
 
+    def models(self, plan: Any) -> list[str]:
+        return [] if self.config.scorer == "generator" else [self.config.scorer]
+
     def probabilities(self, pairs: list[Pair], context: ReweightContext) -> tuple[Any, Any]:
         from dsgen.progress import progress_bar
 
@@ -174,12 +227,19 @@ class DiscriminatorFilter(Reweighter):
                 raise DsgenError("the zero-shot discriminator needs the run's generator LM; set scorer to a cross-encoder id")
             import numpy as np
 
+            from dsgen.identity import score_key
+            from dsgen.models import model_fingerprint
+
             lm = context.load_generator()
-            todo = list(dict.fromkeys(t for t in texts if (id(lm), cfg.prompt, *t) not in _LM_SCORES))
+            fingerprint = {**model_fingerprint(lm.name), "dtype": str(lm.model.dtype)}
+            keys = [score_key(fingerprint, cfg.prompt, a, b) for a, b in texts]
+            todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if SCORES.get(k) is None))
             with progress_bar("discriminate", total=len(todo), enabled=context.progress and bool(todo)) as advance:
                 scores = lm_true_probability(lm, todo, cfg.prompt, cfg.batch_size, advance)
-            _LM_SCORES.update({(id(lm), cfg.prompt, *t): float(v) for t, v in zip(todo, scores)})
-            p_true = np.array([_LM_SCORES[(id(lm), cfg.prompt, *t)] for t in texts])
+            fresh = {t: float(v) for t, v in zip(todo, scores)}
+            p_true = np.array([fresh[t] if t in fresh else SCORES.get(k) for t, k in zip(texts, keys)], dtype=float)
+            for t, v in fresh.items():
+                SCORES.put(score_key(fingerprint, cfg.prompt, *t), v)
             return p_true, 1.0 - p_true
         return cross_encoder_probabilities(cfg.scorer, texts, cfg.batch_size, cfg.device)
 
@@ -188,6 +248,12 @@ class DiscriminatorFilter(Reweighter):
 
         p_true, p_false = self.probabilities(pairs, context)
         weights = self.keep(p_true, p_false, [p.label for p in pairs])
+        dropped_by_rule: dict[str, int] = defaultdict(int)
+        for i, p in enumerate(pairs):
+            reason = gense_rules(p.text_a, p.text_b or "", self.config)
+            if reason is not None:
+                dropped_by_rule[reason] += int(weights[i] > 0)
+                weights[i] = 0.0
         by_label: dict[str, list[int]] = defaultdict(list)
         for i, p in enumerate(pairs):
             by_label[str(p.label)].append(i)
@@ -198,6 +264,7 @@ class DiscriminatorFilter(Reweighter):
             q = np.quantile(p_true[idx], [0.1, 0.25, 0.5, 0.75, 0.9]).round(4).tolist()
             kept[label] = {"side": side, "n": len(idx), "kept_fraction": round(frac, 4), "p_true_quantiles_10_25_50_75_90": q}
         info: dict[str, Any] = {"alpha": self.config.alpha, "scorer": self.config.scorer, "per_label": kept,
+                                "dropped_by_rule": dict(sorted(dropped_by_rule.items())),
                                 "kept_fraction": round(float(weights.mean()), 4) if len(weights) else 0.0}
         starved = [lab for lab, k in kept.items() if k["side"] != "neutral" and k["kept_fraction"] < ALMOST_NOTHING]
         if starved:

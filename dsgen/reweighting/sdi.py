@@ -2,9 +2,14 @@
 (Reweighting based on Importance of machine-written SEntences, COLING 2022).
 
 A binary sequence classifier (machine = 0, human = 1), initialised from an encoder's
-transformer, learns to tell the generated sentences x2 from the human inputs x1. A pair's
-weight is the classifier's temperature-scaled confidence that its x2 is human:
+transformer, learns to tell generated sentences x2 from human-written sentences of the source.
+A pair's weight is the classifier's temperature-scaled confidence that its x2 is human:
 ``p_D = softmax(logits / tau)[human]``.
+
+The classifier's recipe is RISE's (``discrimination.py`` of its code): lr 1e-5, 5 epochs,
+batch 32, 10% linear warm-up, no weight decay, inputs cut at 128 tokens, evaluated after every
+epoch on held-out sentences, keeping the epoch with the lowest validation loss. RISE starts
+from bert-base-uncased; here the backbone is the preset's (no BERT ships offline).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, Rew
 
 MACHINE, HUMAN = 0, 1
 RANDOM_PAIR_POLICIES = ("score", "one")
+HUMAN_SOURCES = ("source", "inputs")
 
 
 @dataclass
@@ -28,14 +34,19 @@ class SdiConfig(Config):
 
     Args:
         encoder: transformer the classifier starts from (``minilm-l6``: the embedded
-            all-MiniLM-L6-v2; any HF encoder id or directory). RISE uses BERT.
+            all-MiniLM-L6-v2; any HF encoder id or directory). RISE uses bert-base-uncased.
         input: ``single``: the machine sentence x2 alone (RISE's default); ``pair``: (x1, x2).
+        human: the human class. ``source`` (RISE): every sentence of the source the inputs come
+            from (all STS benchmark train sentences for ``stsb-train``), subsampled to the number
+            of machine sentences; ``inputs``: only this run's inputs x1.
         temperature: tau of ``softmax(logits / tau)`` (RISE: STSb 0.5, QQP 0.9, MRPC 0.7).
-        epochs / batch_size / learning_rate: classifier training (RISE's Table 9: 3, 32, 2e-5).
-        validation_fraction: held-out share for the reported accuracy (90/10).
-        random_pairs: weight of the pairs DINO's augmentation adds (x1, x2 of another entry, 0),
-            which RISE does not discuss: ``score`` (default) weighs them by p_D of their x2 like any
-            pair, since their x2 is machine-written too; ``one`` leaves them at weight 1.
+        epochs / batch_size / learning_rate / warmup_ratio / weight_decay: classifier training
+            (RISE: 5, 32, 1e-5, 10%, 0).
+        validation_fraction: held-out share of each class, never trained on: picks the epoch with
+            the lowest validation loss and gives the reported accuracy (RISE: 77.87% on STSb).
+        random_pairs: weight of the pairs DINO's augmentation adds (x1, x2 of another entry, 0):
+            ``score`` (RISE's code) weighs them by p_D of their x2, which is machine-written too;
+            ``one`` leaves them at weight 1.
         filter_fraction: 0: weights are p_D (``rise``). f > 0: drop the bottom f of pairs by p_D and
             give the rest weight 1 (RISE's Filtering ablation, f = 0.1).
         max_length: tokens per classifier input.
@@ -44,10 +55,13 @@ class SdiConfig(Config):
 
     encoder: str = "minilm-l6"
     input: str = "single"
+    human: str = "source"
     temperature: float = 0.5
-    epochs: float = 3.0
+    epochs: float = 5.0
     batch_size: int = 32
-    learning_rate: float = 2e-5
+    learning_rate: float = 1e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
     validation_fraction: float = 0.1
     random_pairs: str = "score"
     filter_fraction: float = 0.0
@@ -57,20 +71,34 @@ class SdiConfig(Config):
     def __post_init__(self) -> None:
         if self.input not in ("single", "pair"):
             raise DsgenError(f"SDI input must be 'single' or 'pair' (got '{self.input}')")
+        if self.human not in HUMAN_SOURCES:
+            raise DsgenError(f"SDI human must be one of {', '.join(HUMAN_SOURCES)} (got '{self.human}')")
         if self.random_pairs not in RANDOM_PAIR_POLICIES:
             raise DsgenError(f"SDI random_pairs must be one of {', '.join(RANDOM_PAIR_POLICIES)} (got '{self.random_pairs}')")
         if self.temperature <= 0:
             raise DsgenError(f"SDI temperature must be positive (got {self.temperature})")
         if not 0 <= self.filter_fraction < 1:
             raise DsgenError(f"SDI filter_fraction must be in [0, 1) (got {self.filter_fraction})")
+        if not 0 < self.validation_fraction < 1:
+            raise DsgenError(f"SDI validation_fraction must be in (0, 1) (got {self.validation_fraction})")
 
 
-def sdi_training_data(human: list[str], machine_pairs: list[Pair], single: bool, seed: int) -> list[tuple[Any, int]]:
-    """Balanced, shuffled (text or (x1, x2), label) examples; :meth:`SdiClassifier.fit` splits them 90/10.
+@dataclass
+class SdiData:
+    """Balanced train and validation examples ((text or (x1, x2)), label) for the classifier."""
 
-    Machine examples are the generated x2 not identical to any human sentence; human examples
-    are the inputs x1. In the ``pair`` setting a human example is (x1, x1') with x1' another
-    input (the human partner of x1 is not part of the inputs). The larger class is subsampled.
+    train: list[tuple[Any, int]]
+    validation: list[tuple[Any, int]]
+
+
+def sdi_training_data(human: list[str], machine_pairs: list[Pair], single: bool, seed: int,
+                      validation_fraction: float = 0.1) -> SdiData:
+    """Balanced classes, each split into train and validation (the validation part never trains).
+
+    Machine examples are the distinct generated x2 not identical to any human sentence; human
+    examples are the given human sentences. In the ``pair`` setting a human example is (x, x')
+    with x' another human sentence. The larger class is subsampled to the smaller one, with the
+    seed; then ``validation_fraction`` of each class is held out.
     """
     rng = random.Random(seed)
     human_set = set(human)
@@ -83,21 +111,25 @@ def sdi_training_data(human: list[str], machine_pairs: list[Pair], single: bool,
         rng.shuffle(shuffled)
         hum = [(a, b) for a, b in zip(human, shuffled[1:] + shuffled[:1]) if a != b]
     n = min(len(machine), len(hum))
-    if n < 2:
+    if n < 4:
         raise DsgenError(f"SDI needs human and machine sentences ({len(hum)} human, {len(machine)} machine); "
                          "use a method whose x1 are human inputs, and more of them")
-    examples = [(x, MACHINE) for x in rng.sample(machine, n)] + [(x, HUMAN) for x in rng.sample(hum, n)]
-    rng.shuffle(examples)
-    return examples
+    classes = [[(x, MACHINE) for x in rng.sample(machine, n)], [(x, HUMAN) for x in rng.sample(hum, n)]]
+    n_val = max(1, round(n * validation_fraction))
+    train = classes[0][n_val:] + classes[1][n_val:]
+    validation = classes[0][:n_val] + classes[1][:n_val]
+    rng.shuffle(train)
+    rng.shuffle(validation)
+    return SdiData(train, validation)
 
 
 class SdiClassifier:
     """The SDI model: fit on (text, label) examples, then p_human for any text.
 
     Example:
-        >>> clf = SdiClassifier(SdiConfig(epochs=1))                 # doctest: +SKIP
-        >>> clf.fit([("a human sentence", 1), ("a machine one", 0)], seed=1)  # doctest: +SKIP
-        >>> clf.p_human(["another sentence"])                         # doctest: +SKIP
+        >>> clf = SdiClassifier(SdiConfig(epochs=1))                                 # doctest: +SKIP
+        >>> clf.fit(SdiData([("a human sentence", 1), ("a machine one", 0)], [...]), seed=1)  # doctest: +SKIP
+        >>> clf.p_human(["another sentence"])                                         # doctest: +SKIP
     """
 
     def __init__(self, config: SdiConfig) -> None:
@@ -111,48 +143,62 @@ class SdiClassifier:
                                   max_length=self.config.max_length)
         return self.tokenizer(list(texts), truncation=True, max_length=self.config.max_length)
 
-    def fit(self, examples: list[tuple[Any, int]], seed: int, progress: bool = True) -> dict[str, Any]:
-        """Train on 90% of ``examples``; return accuracy on the other 10%."""
+    def _dataset(self, examples: list[tuple[Any, int]]) -> Any:
+        from datasets import Dataset
+
+        return Dataset.from_dict({**self._encode([x for x, _ in examples]), "labels": [y for _, y in examples]})
+
+    def fit(self, data: SdiData, seed: int, progress: bool = True) -> dict[str, Any]:
+        """Train on ``data.train``, keep the epoch with the lowest loss on ``data.validation``;
+        return its accuracy there and the training log."""
+        import math
         import time
 
-        from datasets import Dataset
         from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
                                   TrainingArguments)
 
         from dsgen.models import encoder_path, resolve_device
+        from dsgen.seeding import seeded
         from dsgen.training.fit import train_with_progress
 
         cfg = self.config
-        n_val = max(1, round(len(examples) * cfg.validation_fraction)) if cfg.validation_fraction else 0
-        val, train = examples[:n_val], examples[n_val:]
         path = encoder_path(cfg.encoder)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+            with seeded(seed):  # the new classification head: the same whatever ran before
+                self.model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
         except OSError as exc:
             raise DsgenError(f"cannot load SDI encoder '{cfg.encoder}': {str(exc).splitlines()[0]}") from None
-        enc = self._encode([x for x, _ in train])
-        dataset = Dataset.from_dict({**enc, "labels": [y for _, y in train]})
-        steps = max(1, int(-(-len(train) // cfg.batch_size) * cfg.epochs))
+        train_set, val_set = self._dataset(data.train), self._dataset(data.validation)
+        steps = max(1, math.ceil(len(data.train) / cfg.batch_size) * math.ceil(cfg.epochs))
+        history: list[dict[str, float]] = []
         started = time.perf_counter()
 
         def build(output_dir: str, callback: Any) -> Any:
             args = TrainingArguments(output_dir=output_dir, per_device_train_batch_size=cfg.batch_size,
-                                     num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate, seed=seed,
-                                     save_strategy="no", logging_strategy="no", report_to="none",
-                                     disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
-                                     dataloader_pin_memory=False)
-            return Trainer(model=self.model, args=args, train_dataset=dataset,
+                                     per_device_eval_batch_size=64, num_train_epochs=cfg.epochs,
+                                     learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio,
+                                     weight_decay=cfg.weight_decay, lr_scheduler_type="linear", seed=seed,
+                                     data_seed=seed, eval_strategy="epoch", save_strategy="epoch",
+                                     load_best_model_at_end=True, metric_for_best_model="eval_loss",
+                                     greater_is_better=False, save_total_limit=1, save_only_model=True,
+                                     logging_strategy="no", report_to="none", disable_tqdm=True,
+                                     use_cpu=resolve_device(cfg.device) == "cpu", dataloader_pin_memory=False)
+            return Trainer(model=self.model, args=args, train_dataset=train_set, eval_dataset=val_set,
                            data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[callback])
 
-        train_with_progress(build, "SDI classifier", steps, progress)
+        def on_evaluate(step: int, metrics: dict[str, float]) -> None:
+            if "eval_loss" in metrics:
+                history.append({"step": step, "loss": round(float(metrics["eval_loss"]), 5)})
+
+        train_with_progress(build, "SDI classifier", steps, progress, on_evaluate)
         self.model.eval()
-        info: dict[str, Any] = {"sdi_train_examples": len(train), "sdi_validation_examples": len(val),
-                                "sdi_train_seconds": round(time.perf_counter() - started, 2)}
-        if val:
-            pred = self.logits([x for x, _ in val]).argmax(-1)
-            info["sdi_validation_accuracy"] = round(100 * float((pred == [y for _, y in val]).mean()), 2)
-        return info
+        best = min(history, key=lambda h: h["loss"]) if history else None
+        pred = self.logits([x for x, _ in data.validation]).argmax(-1)
+        accuracy = round(100 * float((pred == [y for _, y in data.validation]).mean()), 2)
+        return {"sdi_train_examples": len(data.train), "sdi_validation_examples": len(data.validation),
+                "sdi_validation_accuracy": accuracy, "sdi_validation_history": history,
+                "sdi_best_step": best["step"] if best else None, "sdi_train_seconds": round(time.perf_counter() - started, 2)}
 
     def logits(self, texts: list[Any], batch_size: int = 128) -> Any:
         import numpy as np
@@ -194,10 +240,22 @@ def bottom_filter(scores: Any, fraction: float) -> Any:
     return weights
 
 
+def human_sentences(cfg: SdiConfig, context: ReweightContext) -> list[str]:
+    """The human class: the whole source (RISE) or only this run's inputs."""
+    if not context.human_texts:
+        raise DsgenError("the SDI reweighter needs human-written inputs x1 (e.g. stsb-train); "
+                         "this method generates x1 too")
+    if cfg.human == "inputs" or not context.source:
+        return list(context.human_texts)
+    from dsgen.data.inputs import load_inputs
+
+    return load_inputs(context.source, None, context.data_dir)
+
+
 @REWEIGHTERS.register("sdi")
 class SdiReweighter(Reweighter):
-    """RISE: fit the SDI classifier on the run's human inputs and generated sentences, then weigh
-    each pair by p_D of its x2 (or drop the bottom ``filter_fraction`` by p_D).
+    """RISE: fit the SDI classifier on human sentences and the run's generated sentences, then
+    weigh each pair by p_D of its x2 (or drop the bottom ``filter_fraction`` by p_D).
 
     Example:
         >>> pairs, summary = SdiReweighter(SdiConfig()).apply(train, ReweightContext(human_texts=x1s))  # doctest: +SKIP
@@ -210,18 +268,20 @@ class SdiReweighter(Reweighter):
         super().__init__(config or SdiConfig())
         self.classifier: SdiClassifier | None = None
 
+    def models(self, plan: Any) -> list[str]:
+        return [self.config.encoder]
+
     def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
         import numpy as np
 
         cfg = self.config
-        if not context.human_texts:
-            raise DsgenError("the SDI reweighter needs human-written inputs x1 (e.g. stsb-train); "
-                             "this method generates x1 too")
+        human = human_sentences(cfg, context)
         single = cfg.input == "single"
         generated = [p for p in pairs if p.extra.get("source", "generated") == "generated" and p.text_b is not None]
-        examples = sdi_training_data(context.human_texts, generated, single, context.seed)
+        data = sdi_training_data(human, generated, single, context.seed, cfg.validation_fraction)
         self.classifier = SdiClassifier(cfg)
-        info = self.classifier.fit(examples, context.seed, context.progress)
+        info = self.classifier.fit(data, context.seed, context.progress)
+        info["sdi_human"] = {"rule": cfg.human, "available": len(set(human))}
         texts = [p.text_b if single else (p.text_a, p.text_b) for p in pairs]
         p_d = self.classifier.p_human(texts)
         if cfg.random_pairs == "one":

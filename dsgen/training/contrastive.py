@@ -1,13 +1,19 @@
 """The ``contrastive`` trainer: InfoNCE over (x, entailment, contradiction) triplets (GenSE).
 
 GenSE (Chen et al., EMNLP 2022) trains with the entailment as positive and the contradiction
-as hard negative, other sentences of the batch as in-batch negatives, temperature 0.05.
+as hard negative, the other sentences of the batch as in-batch negatives, temperature 0.05,
+batches of 1024 synthetic triplets (512 for its NLI stage), lr 5e-5, and always wraps each
+sentence in its encoder prompt ``"[X] Question: what can we draw from the above sentence?"``.
+Its second stage fine-tunes on human NLI triplets; no NLI data ships with dsgen, so that stage
+runs only when ``nli_file`` points at a triplet file.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
@@ -15,6 +21,7 @@ from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
 from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
 
 GENSE_PROMPT = "{} Question: what can we draw from the above sentence?"
+NLI_COLUMNS = (("sent0", "sent1", "hard_neg"), ("anchor", "positive", "negative"))
 
 
 @dataclass
@@ -47,32 +54,61 @@ def assemble_triplets(pairs: list[Pair], positive: str = "entailment", negative:
     return triplets
 
 
+def read_nli_triplets(path: str) -> list[Triplet]:
+    """Human NLI triplets from a CSV/TSV/JSONL file with SimCSE's columns (sent0, sent1, hard_neg) or
+    (anchor, positive, negative)."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise DsgenError(f"NLI triplet file {path} not found")
+    try:
+        frame = (pd.read_json(p, lines=True) if p.suffix == ".jsonl" else
+                 pd.read_csv(p, sep="\t" if p.suffix == ".tsv" else ",", dtype=str, keep_default_na=False))
+    except ValueError as exc:
+        raise DsgenError(f"{path}: cannot read NLI triplets ({exc})") from None
+    for cols in NLI_COLUMNS:
+        if all(c in frame.columns for c in cols):
+            return [Triplet(str(a), str(b), str(c), 1.0) for a, b, c in frame[list(cols)].itertuples(index=False)]
+    raise DsgenError(f"{path}: expected columns {' / '.join(', '.join(c) for c in NLI_COLUMNS)}")
+
+
 @dataclass
 class ContrastiveConfig(TrainingConfig):
-    """:class:`TrainingConfig` plus GenSE's settings.
+    """:class:`TrainingConfig` with GenSE's settings as defaults.
 
     Args:
         temperature: InfoNCE temperature (GenSE: 0.05, i.e. scale 20).
+        batch_size: triplets per batch (GenSE: 1024 on synthetic data); in-batch negatives make it
+            part of the method. The CPU presets use smaller ones.
+        learning_rate: GenSE's 5e-5.
+        mini_batch_size: GradCache chunk: bounds memory only, the loss is the same.
         positive_label / negative_label: pair labels that make the triplet's sides.
-        prompt: wrap every sentence in GenSE's encoder prompt ``"[X] Question: what can we draw
-            from the above sentence?"`` in training and evaluation (GenSE's option; off by default).
-        batch_size: 32 as DINO (GenSE trains with 128 on GPUs; the ``paper`` preset sets it).
+        prompt: wrap every sentence in GenSE's encoder prompt in training and evaluation (GenSE: always).
+        nli_file: optional human NLI triplets for GenSE's second stage (SimCSE's ``sent0, sent1,
+            hard_neg`` CSV); trained after the synthetic stage with ``nli_epochs`` and ``nli_batch_size``.
     """
 
+    batch_size: int = 1024
+    learning_rate: float = 5e-5
     temperature: float = 0.05
+    mini_batch_size: int = 32
     positive_label: str = "entailment"
     negative_label: str = "contradiction"
-    prompt: bool = False
+    prompt: bool = True
+    nli_file: str | None = None
+    nli_epochs: float = 3.0
+    nli_batch_size: int = 512
 
 
 @TRAINERS.register("contrastive")
 class ContrastiveTrainer(Trainer):
     """InfoNCE with in-batch negatives and the contradiction as hard negative, per-triplet weights.
 
-    Without numeric validation labels, model selection is off: it trains the full epoch.
+    Without numeric validation labels, model selection is off: it trains the full schedule.
 
     Example:
-        >>> ContrastiveTrainer(ContrastiveConfig()).train(pairs, [], seed=1)  # doctest: +SKIP
+        >>> ContrastiveTrainer(ContrastiveConfig(batch_size=64)).train(pairs, [], seed=1)  # doctest: +SKIP
     """
 
     name = "contrastive"
@@ -81,24 +117,40 @@ class ContrastiveTrainer(Trainer):
     def __init__(self, config: ContrastiveConfig | None = None) -> None:
         super().__init__(config or ContrastiveConfig())
 
+    def get_config_dict(self) -> dict[str, Any]:
+        out = super().get_config_dict()
+        if self.config.nli_file:
+            from dsgen.models import model_fingerprint
+
+            out["nli_file_fingerprint"] = model_fingerprint(self.config.nli_file)
+        return out
+
     def template(self, text: str) -> str:
         return GENSE_PROMPT.format(text) if self.config.prompt else text
 
-    def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
+    def _dataset(self, triplets: list[Triplet]) -> Any:
         from datasets import Dataset
 
-        from dsgen.training.losses import WeightedMultipleNegativesRankingLoss
+        t = self.template
+        return Dataset.from_dict({"anchor": [t(x.anchor) for x in triplets], "positive": [t(x.positive) for x in triplets],
+                                  "negative": [t(x.negative) for x in triplets], "label": [x.weight for x in triplets]})
+
+    def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
+        from dsgen.training.losses import WeightedCachedMultipleNegativesRankingLoss
 
         cfg = self.config
         triplets = assemble_triplets(train, cfg.positive_label, cfg.negative_label)
         if not triplets:
             raise DsgenError(f"no complete ({cfg.positive_label}, {cfg.negative_label}) triplet to train on; "
                              "use more inputs or a looser filter")
-        t = self.template
-        dataset = Dataset.from_dict({"anchor": [t(x.anchor) for x in triplets], "positive": [t(x.positive) for x in triplets],
-                                     "negative": [t(x.negative) for x in triplets], "label": [x.weight for x in triplets]})
-        model = load_trainable_encoder(cfg)
-        loss = WeightedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
-        log = fit(model, dataset, loss, cfg, seed, no_duplicates=True, progress=progress)
+        nli = read_nli_triplets(cfg.nli_file) if cfg.nli_file else None
+        model = load_trainable_encoder(cfg, seed)
+        loss = WeightedCachedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature,
+                                                          mini_batch_size=cfg.mini_batch_size)
+        log = fit(model, self._dataset(triplets), loss, cfg, seed, no_duplicates=True, progress=progress)
         log.update(triplets=len(triplets), text_template=GENSE_PROMPT if cfg.prompt else None)
+        if nli is not None:
+            stage = cfg.replace(epochs=cfg.nli_epochs, batch_size=cfg.nli_batch_size)
+            log["nli_stage"] = {"file": cfg.nli_file, "triplets": len(nli),
+                                **fit(model, self._dataset(nli), loss, stage, seed, no_duplicates=True, progress=progress)}
         return TrainingOutcome(model, log)

@@ -1,9 +1,10 @@
 """Runs a sentence-transformers training job the way every dsgen trainer wants it.
 
-``SentenceTransformerTrainer`` does the work (AdamW, linear warm-up and decay, evaluation
-every N steps, keeping the best checkpoint by the validation metric). This module only sets
-its arguments from a :class:`TrainingConfig`, replaces tqdm with dsgen's rich progress bar,
-and cleans up the temporary checkpoints.
+``SentenceTransformerTrainer`` does the work (AdamW, linear warm-up and decay, evaluation,
+keeping the best checkpoint by the validation metric). This module sets its arguments from a
+:class:`TrainingConfig`, adds the evaluation schedule DINO's and RISE's code use (every N steps,
+at the end of every epoch and always at the last step), replaces tqdm with dsgen's rich progress
+bar, and cleans up the temporary checkpoints.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dsgen.config import Config
+from dsgen.errors import DsgenError
+
+SELECTION_METRICS = ("max", "cosine")
 
 
 @dataclass
@@ -22,13 +26,19 @@ class TrainingConfig(Config):
     """Settings shared by the trainers. Defaults are DINO's (Sentence-BERT's defaults).
 
     Args:
-        encoder: ``minilm-l6`` (embedded all-MiniLM-L6-v2), any sentence-transformers or HF
-            id or local directory; a plain transformer gets mean pooling.
+        encoder: ``minilm-l6`` (embedded all-MiniLM-L6-v2), a causal-LM encoder alias or spec
+            (:mod:`dsgen.encoders`), any sentence-transformers or HF id or local directory; a plain
+            transformer gets mean pooling.
         batch_size / epochs / learning_rate / warmup_ratio / weight_decay: optimisation
             (32, 1, 2e-5, 10% linear warm-up, AdamW with weight decay 0.01 as Sentence-BERT).
-        evaluation_steps: evaluate on the validation split every N steps and keep the best
-            model (DINO: "the exact number of training steps is determined based on Spearman's
-            rank correlation on the validation set"). 0: ten evaluations per epoch.
+        evaluation_steps: evaluate on the validation split every N steps (DINO's code: 100);
+            evaluations also run at the end of every epoch and at the last step, and the best
+            checkpoint is kept ("the exact number of training steps is determined based on
+            Spearman's rank correlation on the validation set").
+        evaluations_per_epoch: when > 0, evaluate this many times per epoch instead of every
+            ``evaluation_steps`` (RISE's code: 3).
+        selection_metric: ``max``: the best of the cosine, Euclidean, Manhattan and dot-product
+            Spearman (what sentence-transformers 0.4, used by DINO and RISE, returned); ``cosine``.
         model_selection: keep the best validation checkpoint (False: keep the last step).
         max_seq_length: truncate inputs (None: the encoder's own limit).
         device: cpu, cuda or auto.
@@ -40,58 +50,101 @@ class TrainingConfig(Config):
     learning_rate: float = 2e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
-    evaluation_steps: int = 0
+    evaluation_steps: int = 100
+    evaluations_per_epoch: int = 0
+    selection_metric: str = "max"
     model_selection: bool = True
     max_seq_length: int | None = None
     device: str = "auto"
 
+    def __post_init__(self) -> None:
+        if self.selection_metric not in SELECTION_METRICS:
+            raise DsgenError(f"selection_metric must be one of {', '.join(SELECTION_METRICS)} (got '{self.selection_metric}')")
+        if self.batch_size < 1 or self.epochs <= 0 or self.learning_rate < 0:
+            raise DsgenError("batch_size must be >= 1, epochs > 0 and learning_rate >= 0")
 
-def load_trainable_encoder(cfg: TrainingConfig) -> Any:
+
+def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
+    """The encoder to train; any freshly initialised part is seeded by ``seed``."""
     from dsgen.models import load_encoder
 
-    model = load_encoder(cfg.encoder, cfg.device)
+    model = load_encoder(cfg.encoder, cfg.device, seed=seed)
     if cfg.max_seq_length:
         model.max_seq_length = cfg.max_seq_length
     return model
 
 
+def evaluation_interval(cfg: TrainingConfig, steps_per_epoch: int) -> int:
+    if cfg.evaluations_per_epoch > 0:
+        return max(1, steps_per_epoch // cfg.evaluations_per_epoch)
+    return max(1, cfg.evaluation_steps)
+
+
 def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: int, evaluator: Any = None,
         metric: str | None = None, no_duplicates: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train ``model`` in place; return a log (steps, best step and validation score, seconds)."""
+    """Train ``model`` in place; return a log (steps, evaluations, best step and validation score, seconds)."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
+    from transformers import TrainerCallback
 
     from dsgen.models import resolve_device
 
     n = len(train_dataset)
-    steps = max(1, math.ceil(n / cfg.batch_size) * cfg.epochs)
-    eval_steps = cfg.evaluation_steps or max(1, math.ceil(steps / 10))
+    steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
+    steps = max(1, math.ceil(steps_per_epoch * cfg.epochs))
+    interval = evaluation_interval(cfg, steps_per_epoch)
     select = evaluator is not None and metric is not None and cfg.model_selection
     started = time.perf_counter()
     history: list[tuple[int, float]] = []
 
-    def on_evaluate(step: int, metrics: dict[str, float]) -> None:
-        if metric in metrics:
-            history.append((step, float(metrics[metric])))
+    class Schedule(TrainerCallback):
+        """Evaluate (and save) also at each epoch's end and at the last step, once per step."""
+
+        def __init__(self) -> None:
+            self.last = -1
+
+        def _ask(self, state: Any, control: Any) -> None:
+            if state.global_step != self.last:
+                control.should_evaluate = control.should_save = True
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step >= state.max_steps:
+                self._ask(state, control)
+
+        def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self._ask(state, control)
+
+        def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kw: Any) -> None:
+            self.last = state.global_step
+            if metrics and metric in metrics:
+                history.append((state.global_step, float(metrics[metric])))
 
     def build(output_dir: str, callback: Any) -> Any:
         args = SentenceTransformerTrainingArguments(
             output_dir=output_dir, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
             learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,
             lr_scheduler_type="linear", seed=seed, data_seed=seed,
-            eval_strategy="steps" if select else "no", eval_steps=eval_steps if select else None,
-            save_strategy="steps" if select else "no", save_steps=eval_steps if select else None,
+            eval_strategy="steps" if select else "no", eval_steps=interval if select else None,
+            save_strategy="steps" if select else "no", save_steps=interval if select else None,
             save_only_model=True, save_total_limit=1, load_best_model_at_end=select,
             metric_for_best_model=metric if select else None, greater_is_better=True,
             batch_sampler=BatchSamplers.NO_DUPLICATES if no_duplicates else BatchSamplers.BATCH_SAMPLER,
             logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
             dataloader_pin_memory=False)
+        callbacks = [callback, Schedule()] if select else [callback]
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
-                                          evaluator=evaluator if select else None, callbacks=[callback])
+                                          evaluator=evaluator if select else None, callbacks=callbacks)
 
-    train_with_progress(build, "train", int(steps), progress, on_evaluate)
+    train_with_progress(build, "train", int(steps), progress)
     best = max(history, key=lambda h: h[1]) if history else None
-    return {"train_examples": n, "steps": int(steps), "evaluation_steps": eval_steps if select else None,
+    if best is not None:
+        # The library logs, and goes on, when it cannot restore the best checkpoint: check it did.
+        restored = float(evaluator(model)[metric.removeprefix("eval_")])
+        if abs(restored - best[1]) > 1e-4:
+            raise RuntimeError(f"model selection kept step {best[0]} (validation {best[1]:.5f}) but the returned model "
+                               f"scores {restored:.5f}: the best checkpoint was not restored")
+    return {"train_examples": n, "steps": int(steps), "evaluation_interval": interval if select else None,
+            "selection_metric": cfg.selection_metric if select else None,
             "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
             "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,
             "train_seconds": round(time.perf_counter() - started, 2)}

@@ -13,15 +13,14 @@ from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
 from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
 
-METRIC = "eval_validation_spearman_cosine"
-
 
 @TRAINERS.register("regression")
 class RegressionTrainer(Trainer):
     """Cosine-similarity regression with per-example weights and model selection by validation Spearman.
 
     Args:
-        config: :class:`TrainingConfig` (DINO's defaults: batch 32, 1 epoch, lr 2e-5, 10% warm-up).
+        config: :class:`TrainingConfig` (DINO's defaults: batch 32, 1 epoch, lr 2e-5, 10% warm-up,
+            evaluation every 100 steps, at each epoch's end and at the last step, best of four Spearmans).
 
     Inputs: pairs with a numeric ``label`` in [0, 1] and an optional ``weight``.
 
@@ -52,11 +51,12 @@ class RegressionTrainer(Trainer):
                                  "use a method with the contrastive trainer for this data")
         dataset = Dataset.from_dict({"sentence1": [p.text_a for p, _ in rows], "sentence2": [p.text_b for p, _ in rows],
                                      "label": [[float(p.label), w] for p, w in rows]})
-        model = load_trainable_encoder(self.config)
+        model = load_trainable_encoder(self.config, seed)
         val = [p for p in validation if p.text_b is not None and isinstance(p.label, (int, float))]
-        evaluator = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
-                                         [float(p.label) for p in val]) if len(val) >= 2 else None
-        log = fit(model, dataset, WeightedCosineSimilarityLoss(model), self.config, seed, evaluator,
-                  METRIC if evaluator else None, progress=progress)
+        evaluator, metric = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
+                                                 [float(p.label) for p in val], self.config.selection_metric) \
+            if len(val) >= 2 else (None, None)
+        log = fit(model, dataset, WeightedCosineSimilarityLoss(model), self.config, seed, evaluator, metric,
+                  progress=progress)
         log["dropped_weight_zero"] = len(train) - len(rows)
         return TrainingOutcome(model, log)

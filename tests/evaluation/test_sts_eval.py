@@ -20,14 +20,50 @@ MTEB_MINILM_L6 = {"sts12": 72.37, "sts13": 80.60, "sts14": 75.59, "sts15": 85.39
                   "stsb": 82.03, "sickr": 77.58}
 
 
+# The published pair counts of each task (SemEval releases, Cer et al. 2017, Marelli et al. 2014, MTEB).
+PUBLISHED_COUNTS = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379,
+                    "sickr": 9927, "sickr-test": 4927}
+
+
 @pytest.mark.parametrize("name", TASKS.names())
 def test_every_task_metadata_and_counts(name, sts_data_dir):
     task = TASKS.get(name)
     assert task.citation and task.description and task.main_score == "cosine_spearman"
     pairs = task.load(sts_data_dir)
-    assert len(pairs) == task.n_pairs
+    assert len(pairs) == PUBLISHED_COUNTS[name] == task.n_pairs
     assert all(isinstance(s, float) for s in pairs.scores[:50])
     assert all(pairs.sentences1) and all(pairs.sentences2)
+
+
+def test_senteval_preprocessing_tokenises_and_lowercases_sts_but_not_sick_case(sts_data_dir):
+    raw = TASKS.get("stsb").load(sts_data_dir)
+    senteval = TASKS.get("stsb").load(sts_data_dir, "senteval")
+    assert senteval.scores == raw.scores and senteval.sentences1 != raw.sentences1
+    assert all(s == s.lower() for s in senteval.sentences1[:200])
+    assert any(" ." in s for s in senteval.sentences1[:50])  # Moses splits the full stop
+    sick = TASKS.get("sickr-test").load(sts_data_dir, "senteval")
+    assert any(c.isupper() for s in sick.sentences1[:50] for c in s)  # SICK keeps its case
+
+
+def test_a_file_whose_last_line_has_no_newline_keeps_that_line(sts_data_dir, tmp_path):
+    for name in ("STS.input.FNWN.txt", "STS.gs.FNWN.txt", "STS.input.OnWN.txt", "STS.gs.OnWN.txt",
+                 "STS.input.headlines.txt", "STS.gs.headlines.txt"):
+        text = (sts_data_dir / "sts13" / name).read_text(encoding="utf-8")
+        (tmp_path / "sts13").mkdir(exist_ok=True)
+        (tmp_path / "sts13" / name).write_text(text.rstrip("\n"), encoding="utf-8")  # no final newline
+    assert len(TASKS.get("sts13").load(tmp_path)) == 1500
+
+
+def test_hub_copies_round_trip_quotes_tabs_and_backslashes(tmp_path):
+    import pandas as pd
+
+    from dsgen.data.hub import hub_file, read_hub_task, write_hub_frame
+
+    tricky = ['He said "hi"\tthen left.', "back\\slash and 'quote'", "plain"]
+    frame = pd.DataFrame({"sentence1": tricky, "sentence2": list(reversed(tricky)), "score": [1.0, 2.5, 5.0]})
+    write_hub_frame(hub_file(tmp_path, "sts12"), frame)
+    pairs = read_hub_task(tmp_path, "sts12")
+    assert pairs.sentences1 == tricky and pairs.sentences2 == list(reversed(tricky)) and pairs.scores == [1.0, 2.5, 5.0]
 
 
 class MockEncoder:

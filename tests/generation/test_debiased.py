@@ -1,7 +1,13 @@
+"""DINO's generator on the core: determinism across processes, resume after a kill from outside,
+the dataset key, and sidecars."""
+
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -12,7 +18,8 @@ INPUTS = [f"Sentence number {i} is short." for i in range(7)]
 
 
 def cfg(**kw):
-    base = dict(generator="tiny", sampling=SamplingConfig(max_new_tokens=10), chunk_inputs=2, batch_size=24, seed=5)
+    base = dict(generator="tiny", sampling=SamplingConfig(max_new_tokens=10), chunk_inputs=2, batch_size=24, seed=5,
+                per_label=2)
     base.update(kw)
     return GenerationConfig(**base)
 
@@ -22,9 +29,10 @@ def test_generate_writes_pairs_and_sidecar_deterministically(tiny_lm, tmp_path):
     b = DebiasedGenerator(cfg(), lm=tiny_lm).generate(INPUTS, tmp_path / "b.jsonl", progress=False)
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     meta = json.loads((tmp_path / "a.jsonl.meta.json").read_text())
-    assert meta["config"]["seed"] == 5 and meta["n_pairs"] == len(a) == len(b)
+    assert meta["config"]["seed"] == 5 and meta["n_pairs"] == len(a) == len(b) and meta["generator_name"] == "debiased"
     assert {"torch", "transformers"} <= set(meta["versions"])
-    assert meta["stats"]["sampled"] >= len(INPUTS) * 3 * 2
+    assert meta["stats"]["sampled"] == len(INPUTS) * 3 * 2  # one draw of per_label outputs, no retry
+    assert [c["chunk"] for c in meta["backend"]["chunks"]] == list(range(4)) and meta["backend"]["backend"] == "local"
     assert not (tmp_path / "a.jsonl.partial").exists()
     for p in a:
         assert p.text_a in INPUTS and p.label in (1.0, 0.5, 0.0)
@@ -36,33 +44,80 @@ def test_x1_from_scratch_uses_top_p_only(tiny_lm, tmp_path):
     spec = gen.spec(with_inputs=False)
     assert gen.sampling(spec).top_k == 0 and gen.sampling(spec).top_p == 0.9
     pairs = gen.generate(None, tmp_path / "x1.jsonl", progress=False)
-    assert all(p.text_b is None and p.label in (2.0, 1.0, 0.0) for p in pairs)
+    assert all(p.text_b is None and p.label in (1.0, 0.5, 0.0) for p in pairs)
 
 
-def run_cli(model_dir, inputs, out, env_extra=None):
+def test_fresh_discards_finished_chunks_of_an_earlier_run(tiny_lm, tmp_path):
+    out = tmp_path / "p.jsonl"
+    gen = DebiasedGenerator(cfg(), lm=tiny_lm)
+    gen.generate(INPUTS, tmp_path / "ref.jsonl", progress=False)
+    partial = tmp_path / "p.jsonl.partial"
+    partial.mkdir()
+    (partial / "state.json").write_text(json.dumps({"key": gen.dataset_key(INPUTS), "chunks": 4}))
+    (partial / "chunk-00000.jsonl").write_text(json.dumps({"x1": INPUTS[0], "label": "1", "text": "planted", "accepted": True,
+                                                            "attempt": 1, "n_tokens": 1}) + "\n")
+    gen.generate(INPUTS, out, progress=False, resume=False)
+    assert out.read_text() == (tmp_path / "ref.jsonl").read_text() and "planted" not in out.read_text()
+    assert json.loads((tmp_path / "p.jsonl.meta.json").read_text())["stats"]["resumed_chunks"] == 0
+
+
+def cli(model_dir, inputs, out, *extra, env_extra=None, popen=False):
     env = {**os.environ, **(env_extra or {})}
     cmd = [sys.executable, "-m", "dsgen.cli", "generate", "--task", "sts-x2", "--inputs", str(inputs),
-           "--generator", str(model_dir), "--chunk-inputs", "2", "--batch-size", "16", "--max-new-tokens", "8",
-           "--seed", "3", "--out", str(out), "--quiet", "--device", "cpu"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+           "--generator", str(model_dir), "--seed", "3", "--out", str(out), "--quiet", "--device", "cpu", *extra]
+    if popen:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
-def test_resume_after_sigkill_gives_the_same_file(tiny_lm_dir, tmp_path):
+def test_same_file_in_processes_with_different_hash_seeds(tiny_lm_dir, tmp_path):
+    """Default chunk size (32 inputs), so a chunk has 96 distinct prompts: three prefill batches."""
     inputs = tmp_path / "inputs.txt"
-    inputs.write_text("\n".join(INPUTS) + "\n")
-    full = tmp_path / "full.jsonl"
-    assert run_cli(tiny_lm_dir, inputs, full).returncode == 0
+    inputs.write_text("\n".join(f"Input number {i} {'is ' * (i % 5)}here." for i in range(33)) + "\n")
+    outs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"h{hash_seed}.jsonl"
+        proc = cli(tiny_lm_dir, inputs, out, "--max-new-tokens", "8", "--per-label", "2",
+                   env_extra={"PYTHONHASHSEED": hash_seed})
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and len(outs[0]) > 0
+    chunks = json.loads((tmp_path / "h1.jsonl.meta.json").read_text())["backend"]["chunks"]
+    assert chunks[0]["prefill_batches"] > 1
 
-    out = tmp_path / "resumed.jsonl"
-    killed = run_cli(tiny_lm_dir, inputs, out, {"DSGEN_TEST_KILL_AFTER_CHUNK": "1"})
-    assert killed.returncode == -9
+
+def test_resume_after_a_kill_at_a_random_moment_gives_the_same_file(tiny_lm_dir, tmp_path):
+    """12 inputs per chunk (36 distinct prompts), 4 chunks; the test kills the process from outside
+    at a random moment after a chunk has landed, then resumes."""
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("\n".join(f"Sentence {i} says {'more ' * (i % 3)}things." for i in range(48)) + "\n")
+    common = ("--chunk-inputs", "12", "--batch-size", "16", "--max-new-tokens", "20", "--per-label", "2")
+    full = tmp_path / "full.jsonl"
+    assert cli(tiny_lm_dir, inputs, full, *common).returncode == 0
+    rng = random.Random()
+    for attempt in range(3):
+        out = tmp_path / f"resumed{attempt}.jsonl"
+        partial = tmp_path / f"resumed{attempt}.jsonl.partial"
+        proc = cli(tiny_lm_dir, inputs, out, *common, popen=True)
+        wanted = rng.randint(1, 2)
+        deadline = time.time() + 300
+        while proc.poll() is None and len(list(partial.glob("chunk-*.jsonl"))) < wanted and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.5))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            break
+    else:
+        pytest.fail("the run always finished before the kill; make the chunks slower")
+    assert proc.returncode == -signal.SIGKILL
     assert not out.exists()  # nothing that looks complete
-    done = sorted(p.name for p in (tmp_path / "resumed.jsonl.partial").glob("chunk-*.jsonl"))
-    assert done == ["chunk-00000.jsonl", "chunk-00001.jsonl"]
-    resumed = run_cli(tiny_lm_dir, inputs, out)
+    done = len(list(partial.glob("chunk-*.jsonl")))
+    assert 1 <= done < 4
+    resumed = cli(tiny_lm_dir, inputs, out, *common)
     assert resumed.returncode == 0, resumed.stderr
-    assert out.read_text() == full.read_text()
-    assert json.loads((tmp_path / "resumed.jsonl.meta.json").read_text())["stats"]["resumed_chunks"] == 2
+    assert out.read_bytes() == full.read_bytes()
+    assert json.loads(out.with_name(out.name + ".meta.json").read_text())["stats"]["resumed_chunks"] == done
 
 
 @pytest.mark.slow
@@ -72,6 +127,6 @@ def test_real_smollm2_two_inputs(tmp_path):
     gen = DebiasedGenerator(GenerationConfig(generator="smollm2-135m", device="cpu", seed=1))
     pairs = gen.generate(inputs, tmp_path / "real.jsonl", progress=False)
     assert gen.lm.describe()["architecture"] == "llama"
-    assert len(pairs) >= 4
+    assert len(pairs) >= 6
     assert {p.label for p in pairs} <= {1.0, 0.5, 0.0}
     assert all(p.text_b and '"' not in p.text_b and "\n" not in p.text_b for p in pairs)

@@ -1,8 +1,19 @@
+"""The self-debiasing decode loop: the maths, the schedule, and the cases it must get right or refuse.
+
+Every sampled token is checked against a fresh, uncached forward pass of the full sequence; the
+batched core must give exactly the outputs of DINO's one-at-a-time loop under greedy decoding.
+"""
+
 import pytest
 import torch
 
+from dsgen.errors import DsgenError
+from dsgen.generation.batch import ActiveBatch
 from dsgen.generation.decoding import (DebiasedDecoder, DecodeRequest, OutputRules, SamplingConfig, TokenSampler,
                                        reference_decode, self_debias)
+from dsgen.generation.forward import tokenize
+from dsgen.models import end_of_text_ids
+from tests.conftest import build_tiny_lm
 
 
 def test_self_debias_hand_computed():
@@ -21,21 +32,26 @@ def test_self_debias_hand_computed():
 def test_sampler_max_over_counter_rows_and_topk():
     # rows: group 0 = main row 0 + counters 1, 2; group 1 = main row 3 alone
     probs = torch.tensor([[0.4, 0.4, 0.2], [0.1, 0.8, 0.1], [0.6, 0.2, 0.2], [0.3, 0.3, 0.4]])
-    sampler = TokenSampler(SamplingConfig(top_k=0, top_p=1.0, suppress_eos=False), [], torch.Generator())
+    sampler = TokenSampler(SamplingConfig(top_k=0, top_p=1.0), [], torch.Generator())
     dist = sampler.distribution(probs.log(), torch.tensor([0, 3]), torch.tensor([1, 2]), torch.tensor([0, 0]))
     # counter max = (0.6, 0.8, 0.2): delta = (0.2, 0.4, 0): factors 0.01, 0.01, 1
     expected = torch.tensor([0.004, 0.004, 0.2]) / 0.208
     assert dist[0].tolist() == pytest.approx(expected.tolist(), abs=1e-6)
     assert dist[1].tolist() == pytest.approx([0.3, 0.3, 0.4], abs=1e-6)
-    top1 = TokenSampler(SamplingConfig(top_k=1, top_p=1.0, suppress_eos=False), [], torch.Generator())
-    assert top1.sample(probs.log(), torch.tensor([0, 3]), torch.tensor([1, 2]), torch.tensor([0, 0])).tolist() == [2, 2]
+    top1 = TokenSampler(SamplingConfig(top_k=1, top_p=1.0), [], torch.Generator())
+    tokens, logprobs = top1.sample(probs.log(), torch.tensor([0, 3]), torch.tensor([1, 2]), torch.tensor([0, 0]))
+    assert tokens.tolist() == [2, 2] and logprobs.tolist() == pytest.approx([0.0, 0.0])
+    blocked = TokenSampler(SamplingConfig(top_k=0, top_p=1.0, decay_constant=0), [2], torch.Generator())
+    assert blocked.distribution(probs.log(), torch.tensor([3]), torch.tensor([], dtype=torch.long),
+                                torch.tensor([], dtype=torch.long))[0, 2] == 0
 
 
 class Script:
-    """Forces the LM's next token at each forward call (a forward hook on lm_head)."""
+    """Forces the LM's next token at each forward call (a forward hook on the LM head)."""
 
     def __init__(self, lm, tokens_per_call):
-        self.lm, self.calls, self.tokens = lm, 0, tokens_per_call
+        self.model = lm.model if hasattr(lm, "tokenizer") else lm  # a LoadedLM or a bare model
+        self.calls, self.tokens = 0, tokens_per_call
         self.seen = []
 
     def __enter__(self):
@@ -51,13 +67,44 @@ class Script:
         def record(module, args, kwargs):
             self.seen.append(kwargs.get("input_ids", args[0] if args else None))
 
-        self.h1 = self.lm.model.lm_head.register_forward_hook(hook)
-        self.h2 = self.lm.model.register_forward_pre_hook(record, with_kwargs=True)
+        self.h1 = self.model.get_output_embeddings().register_forward_hook(hook)
+        self.h2 = self.model.register_forward_pre_hook(record, with_kwargs=True)
         return self
 
     def __exit__(self, *exc):
         self.h1.remove()
         self.h2.remove()
+
+
+class QuoteBias:
+    """Raises the logit of the closing quote so that random tiny models close their outputs: by
+    ``bias`` everywhere, or only after one of the ``triggers`` characters (a function of the
+    sequence alone, so the batched core, the reference loop and an uncached pass all see it)."""
+
+    def __init__(self, model, tok, bias=4.0, quote='"', triggers=None):
+        self.model, self.bias, self.qid = model, bias, tok.convert_tokens_to_ids(quote)
+        self.triggers = None if triggers is None else torch.tensor([tok.convert_tokens_to_ids(c) for c in triggers])
+
+    def __enter__(self):
+        def pre(module, args, kwargs):
+            self.ids = kwargs.get("input_ids", args[0] if args else None)
+
+        def hook(module, args, output):
+            output = output.clone()
+            if self.triggers is None:
+                output[..., self.qid] += self.bias
+            else:
+                last = self.ids[:, -output.shape[1]:]
+                output[..., self.qid] += self.bias * torch.isin(last, self.triggers).to(output.dtype)
+            return output
+
+        self.h0 = self.model.register_forward_pre_hook(pre, with_kwargs=True)
+        self.h = self.model.get_output_embeddings().register_forward_hook(hook)
+        return self
+
+    def __exit__(self, *exc):
+        self.h0.remove()
+        self.h.remove()
 
 
 def ids(tok, text):
@@ -74,15 +121,17 @@ def test_quote_inside_multichar_token_keeps_text_before_quote(tiny_lm):
     assert outs[0].n_tokens == 3  # ended at the token holding the quote
 
 
-def test_unclosed_and_newline_outputs_are_dropped_after_max_attempts(tiny_lm):
+def test_unclosed_outputs_are_dropped_and_retried_only_when_asked(tiny_lm):
     tok = tiny_lm.tokenizer
     never = ids(tok, "x")
     with Script(tiny_lm, lambda call: never):
         dec = DebiasedDecoder(tiny_lm.model, tok, SamplingConfig(max_new_tokens=6), max_rows=8)
-        (outs,) = dec.decode([DecodeRequest('Say "', n=2, max_attempts=5)], seed=0)
-    assert not any(o.accepted for o in outs)
-    assert sorted({o.attempt for o in outs}) == [1, 2, 3, 4, 5]
-    assert all(o.text is None and o.n_tokens == 6 for o in outs)
+        (once,) = dec.decode([DecodeRequest('Say "', n=2)], seed=0)  # DINO: one draw, no retry
+        (retried,) = dec.decode([DecodeRequest('Say "', n=2, max_attempts=5)], seed=0)
+    assert len(once) == 2 and {o.attempt for o in once} == {1}
+    assert not any(o.accepted for o in retried)
+    assert sorted({o.attempt for o in retried}) == [1, 2, 3, 4, 5]
+    assert all(o.text is None and o.n_tokens == 6 for o in retried)
     rules = OutputRules(tok)
     assert rules.judge('one\ntwo" rest') == ("one\ntwo", False)
     assert rules.judge('" rest') == ("", False)
@@ -94,66 +143,191 @@ def test_counter_rows_follow_the_main_row(tiny_lm):
     with Script(tiny_lm, lambda call: None) as script:
         dec = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, SamplingConfig(max_new_tokens=8, stop_at_newline=False,
                                                                                top_k=0, top_p=1.0), max_rows=64)
-        dec.decode([DecodeRequest('Main "', ('Counter one "', 'Counter two "'), n=1, max_attempts=1)], seed=3)
+        dec.decode([DecodeRequest('Main "', ('Counter one "', 'Counter two "'), n=1)], seed=3)
     steps = [x for x in script.seen if x is not None and x.shape[1] == 1]
     assert len(steps) >= 3
     for x in steps:
         assert x.shape[0] == 3 and len(set(x[:, 0].tolist())) == 1
 
 
-def make_requests(n_inputs=6):
+def make_requests(n_inputs=6, n=2, quote='"'):
+    """Prompts of different lengths (inputs of growing length) for three labels, DINO's counter structure."""
     reqs = []
     for i in range(n_inputs):
-        x1 = f"Input {i} is here."
-        prompts = {lab: f'Task {lab}: "{x1}" then "' for lab in ("1", "h", "0")}
-        reqs += [DecodeRequest(prompts["1"], (), 2), DecodeRequest(prompts["h"], (prompts["1"],), 2),
-                 DecodeRequest(prompts["0"], (prompts["1"], prompts["h"]), 2)]
+        x1 = f"Input {i} is " + "here " * (i % 4) + "now."
+        prompts = {lab: f'Task {lab}: "{x1}" then {quote}' for lab in ("1", "h", "0")}
+        reqs += [DecodeRequest(prompts["1"], (), n), DecodeRequest(prompts["h"], (prompts["1"],), n),
+                 DecodeRequest(prompts["0"], (prompts["1"], prompts["h"]), n)]
     return reqs
-
-
-class QuoteBias:
-    """Adds a bias to the quote token so that random tiny models close their outputs."""
-
-    def __init__(self, lm, bias=4.0):
-        self.lm, self.bias = lm, bias
-
-    def __enter__(self):
-        qid = self.lm.tokenizer.convert_tokens_to_ids('"')
-
-        def hook(module, args, output):
-            output = output.clone()
-            output[..., qid] += self.bias
-            return output
-
-        self.h = self.lm.model.lm_head.register_forward_hook(hook)
-        return self
-
-    def __exit__(self, *exc):
-        self.h.remove()
 
 
 def test_same_seed_same_outputs_other_seed_other_outputs(tiny_lm):
     sampling = SamplingConfig(max_new_tokens=16)
     reqs = make_requests()
-    with QuoteBias(tiny_lm, 2.0):
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 2.0):
         a = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=16).decode(reqs, seed=7)
         b = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=16).decode(reqs, seed=7)
         c = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=16).decode(reqs, seed=8)
-    key = lambda res: [[(o.text, o.attempt) for o in outs] for outs in res]  # noqa: E731
+    key = lambda res: [[(o.text, o.tokens) for o in outs] for outs in res]  # noqa: E731
     assert key(a) == key(b)
     assert key(a) != key(c)
     assert sum(o.accepted for outs in a for o in outs) >= 10
 
 
-def test_greedy_core_matches_reference_loop(tiny_lm):
-    """With top-k 1 the batched core and DINO's one-at-a-time loop give the same x2 (>= 95%)."""
+def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
+    """Top-k 1: the batched core (a 7-row budget that forces admission into a running batch and
+    trimming of columns) and DINO's one-at-a-time loop give the same outputs, every one."""
     sampling = SamplingConfig(top_k=1, max_new_tokens=12)
-    reqs = [DecodeRequest(r.prompt, r.counter_prompts, 1, 1) for r in make_requests(8)]
-    with QuoteBias(tiny_lm, 1.5):
-        core = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=10).decode(reqs, seed=0)
+    reqs = [DecodeRequest(r.prompt, r.counter_prompts, 1) for r in make_requests(8)]
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 3.0, triggers="aeiou"):
+        dec = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=7)
+        core = dec.decode(reqs, seed=0)
         ref = reference_decode(tiny_lm.model, tiny_lm.tokenizer, reqs, sampling, seed=0)
-    pairs = [(c[0].text, r[0].text) for c, r in zip(core, ref)]
-    closed = [p for p in pairs if p[1] is not None]
-    assert len(closed) >= len(pairs) // 3, "the test needs closed outputs to compare"
-    same = sum(c == r for c, r in pairs)
-    assert same / len(pairs) >= 0.95
+    assert dec.stats["joined_running_batch"] > 0 and dec.stats["trimmed_columns"] > 0
+    assert len({len(tokenize(tiny_lm.tokenizer, [r.prompt])[0]) for r in reqs}) >= 4  # prompts of different lengths
+    pairs = [((c[0].accepted, c[0].text if c[0].accepted else None), (r[0].accepted, r[0].text if r[0].accepted else None))
+             for c, r in zip(core, ref)]
+    assert sum(c[0] for c, _ in pairs) >= len(pairs) // 3, "the test needs closed outputs to compare"
+    assert all(c == r for c, r in pairs)
+
+
+def uncached_distribution(model, tok, req, prefix, sampler):
+    """The distribution of the next token after ``prefix``, from full forward passes without cache."""
+    rows = []
+    for prompt in (req.prompt, *req.counter_prompts):
+        seq = tokenize(tok, [prompt])[0] + list(prefix)
+        rows.append(model(input_ids=torch.tensor([seq])).logits[0, -1].float())
+    logits = torch.stack(rows)
+    n_counter = len(req.counter_prompts)
+    return sampler.distribution(logits, torch.tensor([0]), torch.arange(1, 1 + n_counter),
+                                torch.zeros(n_counter, dtype=torch.long))[0]
+
+
+def check_rederived(model, tok, reqs, results, sampling, blocked):
+    """Every sampled token had the probability the core says, under a fresh uncached forward pass."""
+    sampler = TokenSampler(sampling, blocked, torch.Generator())
+    checked = 0
+    with torch.inference_mode():
+        for req, outs in zip(reqs, results):
+            for o in outs:
+                for i, (t, lp) in enumerate(zip(o.tokens, o.logprobs)):
+                    p = uncached_distribution(model, tok, req, o.tokens[:i], sampler)
+                    assert p[t] > 0, f"token {t} had probability 0 under the uncached pass"
+                    assert torch.log(p[t]).item() == pytest.approx(lp, abs=2e-4)
+                    checked += 1
+    return checked
+
+
+def test_every_sampled_token_is_rederived_from_an_uncached_forward_pass(tiny_lm):
+    sampling = SamplingConfig(max_new_tokens=10)
+    reqs = make_requests(5)
+    model, tok = tiny_lm.model, tiny_lm.tokenizer
+    with QuoteBias(model, tok, 1.0):
+        dec = DebiasedDecoder(model, tok, sampling, max_rows=7)
+        results = dec.decode(reqs, seed=11)
+        assert dec.stats["joined_running_batch"] > 0 and dec.stats["trimmed_columns"] > 0
+        assert check_rederived(model, tok, reqs, results, sampling, dec.blocked_ids()) > 50
+
+
+def test_right_padding_tokenizer_gives_the_same_outputs(tiny_lm):
+    from transformers import PreTrainedTokenizerFast
+
+    right = PreTrainedTokenizerFast(tokenizer_object=tiny_lm.tokenizer.backend_tokenizer, pad_token="<pad>",
+                                    eos_token="<eos>", padding_side="right")
+    reqs = make_requests(4)
+    sampling = SamplingConfig(max_new_tokens=10)
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 1.0):
+        left_out = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=9).decode(reqs, seed=2)
+        right_out = DebiasedDecoder(tiny_lm.model, right, sampling, max_rows=9).decode(reqs, seed=2)
+        ref = reference_decode(tiny_lm.model, right, reqs, SamplingConfig(top_k=1, max_new_tokens=10), seed=2)
+        ref_left = reference_decode(tiny_lm.model, tiny_lm.tokenizer, reqs, SamplingConfig(top_k=1, max_new_tokens=10),
+                                    seed=2)
+    assert [[o.tokens for o in outs] for outs in left_out] == [[o.tokens for o in outs] for outs in right_out]
+    assert [[o.tokens for o in outs] for outs in ref] == [[o.tokens for o in outs] for outs in ref_left]
+
+
+def test_sliding_window_model_works_inside_its_window_and_refuses_beyond():
+    model, tok = build_tiny_lm(seed=1, arch="mistral", sliding_window=40)
+    reqs = [DecodeRequest('Hi "', (), 1), DecodeRequest('A much longer prompt "', ('Other "',), 1)]
+    sampling = SamplingConfig(max_new_tokens=5, top_k=0, top_p=1.0)
+    with QuoteBias(model, tok, 0.5):
+        dec = DebiasedDecoder(model, tok, sampling, max_rows=3)
+        results = dec.decode(reqs, seed=4)
+        assert check_rederived(model, tok, reqs, results, sampling, dec.blocked_ids()) >= 5
+    too_long = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=20), max_rows=3)
+    with pytest.raises(DsgenError, match="sliding attention window of 40") as err:
+        too_long.decode(reqs, seed=4)
+    assert "\n" not in str(err.value)
+    with pytest.raises(DsgenError, match="sliding attention window"):
+        reference_decode(model, tok, reqs, SamplingConfig(max_new_tokens=20), seed=4)
+
+
+def test_end_of_text_ends_the_group_unless_suppressed_and_every_declared_id_is_suppressed():
+    model, tok = build_tiny_lm(seed=2)
+    eos, other_end = tok.eos_token_id, ids(tok, "Z")
+    model.generation_config.eos_token_id = [eos, other_end]  # a model declaring two end-of-text ids
+    assert end_of_text_ids(model, tok) == [eos, other_end]
+    script = [ids(tok, "a"), eos, ids(tok, "b"), ids(tok, '"')]
+    with Script(model, lambda call: script[min(call, len(script) - 1)]):
+        (ended,) = DebiasedDecoder(model, tok, SamplingConfig(suppress_eos=False, max_new_tokens=8)).decode(
+            [DecodeRequest('Say "', n=1)], seed=0)
+    assert ended[0].tokens == [ids(tok, "a"), eos] and not ended[0].accepted and ended[0].text is None
+    with Script(model, lambda call: eos if call % 2 else other_end):  # only end ids are likely
+        (suppressed,) = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=6)).decode(
+            [DecodeRequest('Say "', n=2)], seed=0)
+        ref = reference_decode(model, tok, [DecodeRequest('Say "', n=2)], SamplingConfig(max_new_tokens=6), seed=0)
+    for o in suppressed + ref[0]:
+        assert eos not in o.tokens and other_end not in o.tokens and len(o.tokens) == 6
+
+
+def test_allow_newlines_keeps_outputs_with_newlines():
+    model, tok = build_tiny_lm(seed=3)
+    script = [ids(tok, "a"), ids(tok, "\n"), ids(tok, "b"), ids(tok, '"')]
+    forced = lambda call: script[min(call, len(script) - 1)]  # noqa: E731
+    with Script(model, forced):
+        (dropped,) = DebiasedDecoder(model, tok, SamplingConfig()).decode([DecodeRequest('Say "', n=1)], seed=0)
+    assert not dropped[0].accepted and dropped[0].n_tokens == 2  # stopped early at the newline, discarded
+    with Script(model, forced):
+        dec = DebiasedDecoder(model, tok, SamplingConfig(), rules=OutputRules(tok, allow_newlines=True))
+        (kept,) = dec.decode([DecodeRequest('Say "', n=1)], seed=0)
+    assert kept[0].accepted and kept[0].text == "a\nb" and kept[0].n_tokens == 4
+
+
+def test_ids_beyond_the_tokenizer_in_a_padded_vocabulary_are_never_sampled():
+    model, tok = build_tiny_lm(seed=4, extra_vocab=8)
+    beyond = len(tok) + 3
+    with Script(model, lambda call: beyond):
+        (outs,) = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=5)).decode([DecodeRequest('Say "', n=2)], seed=0)
+        ref = reference_decode(model, tok, [DecodeRequest('Say "', n=2)], SamplingConfig(max_new_tokens=5), seed=0)
+    for o in outs + ref[0]:
+        assert all(t < len(tok) for t in o.tokens) and len(o.tokens) == 5
+
+
+def test_a_curly_quote_spec_closes_with_the_curly_closing_quote(tmp_path):
+    from dsgen.taskspec import load_task_spec
+
+    spec_file = tmp_path / "curly.json"
+    spec_file.write_text('{"task_name": "c", "labels": {"a": {"instruction": "Say \\u201c<X1>\\u201d and \\u201c", '
+                         '"counter_labels": []}}}')
+    spec = load_task_spec(str(spec_file), with_inputs=True)
+    assert spec.close_quote == "\u201d"
+    model, tok = build_tiny_lm(seed=5)
+    script = [ids(tok, "o"), ids(tok, "k"), ids(tok, "\u201d"), ids(tok, "x")]
+    with Script(model, lambda call: script[min(call, len(script) - 1)]):
+        dec = DebiasedDecoder(model, tok, SamplingConfig(), rules=OutputRules(tok, close_quote=spec.close_quote))
+        (outs,) = dec.decode([DecodeRequest(spec.prompt("a", "hi"), n=1)], seed=0)
+    assert outs[0].accepted and outs[0].text == "ok" and outs[0].n_tokens == 3
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text('{"labels": {"a": {"instruction": "\\u201c<X1>\\u201d \\u201c"}, "b": {"instruction": "\\"<X1>\\" \\""}}}')
+    with pytest.raises(DsgenError, match="same opening quotation mark"):
+        load_task_spec(str(mixed), with_inputs=True)
+
+
+def test_active_batch_checks_its_invariant(tiny_lm):
+    batch = ActiveBatch(tiny_lm.model, torch.device("cpu"))
+    batch.mask = torch.ones(2, 5, dtype=torch.long)
+    batch.keys = [torch.zeros(2, 2, 5, 8), torch.zeros(2, 2, 4, 8)]
+    batch.values = [torch.zeros(2, 2, 5, 8), torch.zeros(2, 2, 5, 8)]
+    batch.pos, batch.logits = torch.zeros(2), torch.zeros(2, 3)
+    with pytest.raises(RuntimeError, match="out of step"):
+        batch.check()

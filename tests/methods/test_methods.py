@@ -4,12 +4,13 @@ import pytest
 
 from dsgen.errors import DsgenError
 from dsgen.method import METHODS, Method, get_method
+from dsgen.planning import Overrides, plan_run
 from dsgen.presets import builtin_presets, load_preset, parse_seeds
 from dsgen.registry import Registry
-from dsgen.runner import plan_run
 
 BUILTIN = {"base", "dino", "dino-x1x2", "dino-decay0", "dino-decay200", "dino-no-smoothing", "dino-no-augmentation",
-           "rise", "rise-filter", "rise-random", "gense", "gense-no-filter", "dino-gense-filter"}
+           "rise", "rise-filter", "rise-random", "rise-dino", "gense", "gense-no-filter", "gense-paper-sampling",
+           "dino-gense-filter", "human"}
 
 
 def test_every_builtin_method_is_registered_and_composes_only_known_stages():
@@ -24,6 +25,8 @@ def test_every_builtin_method_is_registered_and_composes_only_known_stages():
         assert m.generator is None or m.generator in GENERATORS
         assert m.reweighter is None or m.reweighter in REWEIGHTERS
         assert m.trainer is None or m.trainer in TRAINERS
+        for preset in builtin_presets():
+            plan_run(m, load_preset(preset), 1)  # every method resolves under every preset
 
 
 def test_registry_rejects_duplicates_and_suggests_close_names():
@@ -31,20 +34,22 @@ def test_registry_rejects_duplicates_and_suggests_close_names():
     reg.add("dino", 1)
     with pytest.raises(DsgenError, match="registered twice"):
         reg.add("dino", 2)
-    with pytest.raises(DsgenError, match="did you mean 'dino'"):
+    with pytest.raises(DsgenError, match="unknown method 'dnio' \\(did you mean 'dino'"):
         get_method("dnio")
 
 
-def test_quick_preset_resolves_paper_defaults_and_method_changes():
+def test_paper_defaults_of_each_method():
     quick = load_preset("quick")
     dino = plan_run("dino", quick, seed=2)
     g = dino.generation
-    assert (g.task, g.generator, g.per_label, g.max_attempts, g.seed) == ("sts-x2", "smollm2-135m", 2, 5, 42)
+    # DINO: 5 samples per (x1, label) in one draw, no retry; postprocessing keeps at most 2
+    assert (g.task, g.generator, g.per_label, g.max_attempts, g.seed, g.dtype) == ("sts-x2", "smollm2-135m", 5, 1, 42, "float32")
     assert (g.sampling.decay_constant, g.sampling.top_k, g.sampling.top_p, g.sampling.max_new_tokens) == (100, 5, 0.9, 40)
     t = dino.trainer.config
     assert (t.batch_size, t.epochs, t.learning_rate, t.warmup_ratio, t.encoder) == (32, 1, 2e-5, 0.1, "minilm-l6")
+    assert (t.evaluation_steps, t.selection_metric) == (100, "max")  # DINO's code: every 100 steps, best of 4 Spearmans
     pp = dino.postprocess
-    assert (pp.label_smoothing, pp.random_pairs_per_x1, pp.validation_fraction, pp.seed) == (0.2, 2, 0.1, 2)
+    assert (pp.max_per_x1_label, pp.label_smoothing, pp.random_pairs_per_x1, pp.validation_fraction, pp.seed) == (2, 0.2, 2, 0.1, 2)
     assert plan_run("dino-decay0", quick, 1).generation.sampling.decay_constant == 0
     assert plan_run("dino-decay200", quick, 1).generation.sampling.decay_constant == 200
     assert plan_run("dino-no-smoothing", quick, 1).postprocess.label_smoothing == 0
@@ -52,40 +57,69 @@ def test_quick_preset_resolves_paper_defaults_and_method_changes():
     x1x2 = plan_run("dino-x1x2", quick, 1)
     assert x1x2.x1_generation.task == "sts-x1" and x1x2.x1_generation.entries_per_label == quick.x1_entries_per_label
     rise = plan_run("rise", quick, 1)
-    assert rise.reweighter.config.temperature == 0.5 and rise.reweighter.config.input == "single"
+    r = rise.reweighter.config
+    assert (r.temperature, r.input, r.human, r.learning_rate, r.epochs, r.warmup_ratio, r.weight_decay) == \
+        (0.5, "single", "source", 1e-5, 5, 0.1, 0.0)
+    assert (rise.trainer.config.epochs, rise.trainer.config.evaluations_per_epoch) == (3, 3)  # RISE's schedule
     assert plan_run("rise-filter", quick, 1).reweighter.config.filter_fraction == 0.1
+    assert plan_run("rise-dino", quick, 1).reweighter is None and plan_run("rise-dino", quick, 1).trainer.config.epochs == 3
     gense = plan_run("gense", quick, 1)
-    assert gense.generation.task == "gense" and gense.reweighter.config.alpha == 0.9
-    assert gense.trainer.config.temperature == 0.05
+    d = gense.reweighter.config
+    assert gense.generation.task == "gense" and (d.alpha, d.min_x1_words, d.min_x2_words, d.drop_containment) == (0.9, 8, 5, True)
+    c = gense.trainer.config
+    assert (c.temperature, c.prompt, c.learning_rate) == (0.05, True, 5e-5)
+    paper_sampling = plan_run("gense-paper-sampling", quick, 1).generation
+    assert (paper_sampling.sampling.top_k, paper_sampling.sampling.top_p, paper_sampling.per_label,
+            paper_sampling.counter_labels) == (50, 0.9, 1, False)
+    human = plan_run("human", quick, 1)
+    assert human.generation.source == "stsb-train" and human.size_of.method.name == "dino"
     # methods that share DINO's data generate it once: same dataset config
-    for name in ("rise", "rise-filter", "rise-random", "dino-no-smoothing", "dino-gense-filter"):
+    for name in ("rise", "rise-filter", "rise-random", "rise-dino", "dino-no-smoothing", "dino-gense-filter"):
         assert plan_run(name, quick, 3).generation == dino.generation
 
 
-def test_command_line_overrides_win_and_seed_independent_methods_share_a_key():
+def test_one_precedence_rule_defaults_preset_method_command_line():
+    preset = load_preset("quick")
+    preset.training = {"encoder": "from-preset", "learning_rate": 1e-3, "contrastive": {"batch_size": 64}}
+    preset.generation = {"generator": "from-preset", "batch_size": 64}
+    method = Method(name="m", description="d", paper="p", generation={"task": "sts-x2", "generator": "from-method"},
+                    trainer_config={"encoder": "from-method"})
+    plan = plan_run(method, preset, 1)
+    assert plan.generation.generator == "from-method" and plan.trainer.config.encoder == "from-method"
+    assert plan.origins["generation"]["generator"] == "method" and plan.origins["trainer"]["encoder"] == "method"
+    assert plan.origins["trainer"]["learning_rate"] == "preset" and plan.origins["trainer"]["batch_size"] == "default"
+    cli = plan_run(method, preset, 1, Overrides(generator="from-cli", encoder="from-cli"))
+    assert cli.generation.generator == "from-cli" and cli.trainer.config.encoder == "from-cli"
+    assert cli.origins["generation"]["generator"] == "command line" and cli.origins["trainer"]["encoder"] == "command line"
+    gense = plan_run("gense", preset, 1)
+    assert gense.trainer.config.batch_size == 64 and gense.origins["trainer"]["batch_size"] == "preset"
+    rows = {(s, k): o for s, k, _, o in plan.rows()}
+    assert rows[("generation", "sampling.top_k")] == "default" and rows[("generation", "seed")] == "preset"
+
+
+def test_seed_independent_methods_share_a_key_and_seeded_ones_do_not():
     quick = load_preset("quick")
-    plan = plan_run("dino", quick, 1, generator="gemma3-270m", encoder="some/encoder")
-    assert plan.generation.generator == "gemma3-270m" and plan.trainer.config.encoder == "some/encoder"
-    assert plan_run("base", quick, 1).key == plan_run("base", quick, 2).key
-    assert plan_run("dino", quick, 1).key != plan_run("dino", quick, 2).key
+    assert plan_run("base", quick, 1).key() == plan_run("base", quick, 2).key()
+    assert plan_run("dino", quick, 1).key() != plan_run("dino", quick, 2).key()
 
 
 def test_paper_preset_is_the_papers_setting():
     paper = load_preset("paper")
     plan = plan_run("dino", paper, 1)
     assert plan.generation.generator == "openai-community/gpt2-xl" and paper.max_inputs is None
+    assert plan.generation.dtype == "float32"  # DINO ran GPT2-XL in float32
     assert plan.trainer.config.encoder == "FacebookAI/roberta-base"
+    assert plan_run("rise", paper, 1).reweighter.config.encoder == "google-bert/bert-base-uncased"
+    assert plan_run("gense", paper, 1).trainer.config.batch_size == 1024
     assert paper.x1_entries_per_label * 3 == 15000
-    assert {"smoke", "quick", "paper"} <= set(builtin_presets())
+    assert {"smoke", "quick", "cpu", "paper"} <= set(builtin_presets())
 
 
-@pytest.mark.parametrize("text", ["1,x", "", "1,1", "-1"])
+@pytest.mark.parametrize("text", ["1,x", "", "1,1", "-1", " "])
 def test_bad_seed_lists_are_rejected(text):
-    if text == "":
-        assert parse_seeds(text, [7]) == [7]
-        return
     with pytest.raises(DsgenError, match="--seeds"):
         parse_seeds(text, [1])
+    assert parse_seeds(None, [7]) == [7]
 
 
 def test_unknown_preset_and_bad_preset_file(tmp_path):
@@ -102,6 +136,21 @@ def test_preset_section_typos_are_reported():
     preset.training = {"encodr": "x"}
     with pytest.raises(DsgenError, match="unknown \\[training\\] setting 'encodr' \\(did you mean 'encoder'"):
         plan_run("dino", preset, 1)
+    preset.training = {"contrastive": {"batchsize": 3}}
+    with pytest.raises(DsgenError, match="unknown \\[training.contrastive\\] setting 'batchsize'"):
+        plan_run("dino", preset, 1)
+
+
+def test_config_values_are_coerced_to_their_types():
+    from dsgen.generation.debiased import GenerationConfig
+
+    a = GenerationConfig.from_dict({"sampling": {"decay_constant": 100, "top_p": 1}, "per_label": 5.0})
+    b = GenerationConfig.from_dict({"sampling": {"decay_constant": 100.0, "top_p": 1.0}, "per_label": 5})
+    assert a.to_dict() == b.to_dict() and isinstance(a.to_dict()["sampling"]["decay_constant"], float)
+    with pytest.raises(DsgenError, match="must be an integer"):
+        GenerationConfig.from_dict({"per_label": 2.5})
+    with pytest.raises(DsgenError, match="must be true or false"):
+        GenerationConfig.from_dict({"counter_labels": "yes"})
 
 
 def test_method_is_only_a_recipe():

@@ -4,9 +4,10 @@ import pytest
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.reweighting.base import REWEIGHTERS, ReweightContext
-from dsgen.reweighting.discriminator import DiscriminatorConfig, DiscriminatorFilter, lm_true_probability
+from dsgen.reweighting.discriminator import (DiscriminatorConfig, DiscriminatorFilter, ScoreCache, gense_rules,
+                                             lm_true_probability)
 from dsgen.reweighting.random_weights import RandomReweighter
-from dsgen.reweighting.sdi import SdiClassifier, SdiConfig, bottom_filter, importance, sdi_training_data
+from dsgen.reweighting.sdi import SdiClassifier, SdiConfig, SdiData, SdiReweighter, bottom_filter, importance, sdi_training_data
 
 
 def test_registry_holds_the_builtin_reweighters():
@@ -42,13 +43,15 @@ def test_random_weights_reproducible_by_seed():
     assert a == b and a != c and all(0 <= x <= 1 for x in a)
 
 
-def test_sdi_training_data_is_balanced_and_drops_copies_of_human_sentences():
+def test_sdi_training_data_is_balanced_held_out_and_drops_copies_of_human_sentences():
     human = [f"human sentence {i}." for i in range(30)]
     machine = [Pair(h, f"machine sentence {i}.", 1.0) for i, h in enumerate(human)] + [Pair(human[0], human[1], 0.0)]
-    ex = sdi_training_data(human, machine, single=True, seed=0)
-    labels = [y for _, y in ex]
-    assert labels.count(0) == labels.count(1) == 30
-    assert human[1] not in [x for x, y in ex if y == 0]
+    data = sdi_training_data(human, machine, single=True, seed=0, validation_fraction=0.1)
+    for part, n in ((data.train, 27), (data.validation, 3)):
+        labels = [y for _, y in part]
+        assert labels.count(0) == labels.count(1) == n
+    assert not {x for x, _ in data.train} & {x for x, _ in data.validation}  # validation never trains
+    assert human[1] not in [x for x, y in data.train + data.validation if y == 0]
 
 
 def test_sdi_classifier_learns_separable_toy_data(tiny_encoder_dir):
@@ -59,11 +62,36 @@ def test_sdi_classifier_learns_separable_toy_data(tiny_encoder_dir):
     machine = [" ".join(rng.choice(machine_words, 6)) for _ in range(120)]
     examples = [(t, 1) for t in human] + [(t, 0) for t in machine]
     rng.shuffle(examples)
+    examples = [tuple(e) for e in examples]
     clf = SdiClassifier(SdiConfig(encoder=str(tiny_encoder_dir), epochs=4, learning_rate=1e-3, batch_size=16, device="cpu"))
-    info = clf.fit([tuple(e) for e in examples], seed=0, progress=False)
-    assert info["sdi_validation_accuracy"] > 90
+    info = clf.fit(SdiData(examples[24:], examples[:24]), seed=0, progress=False)
+    assert info["sdi_validation_accuracy"] > 90 and len(info["sdi_validation_history"]) == 4  # one evaluation per epoch
+    losses = [h["loss"] for h in info["sdi_validation_history"]]
+    assert info["sdi_best_step"] == info["sdi_validation_history"][losses.index(min(losses))]["step"]
     p = clf.p_human(["the dog runs in the park", "quantum ledger yields synergy"])
     assert p[0] > 0.5 > p[1]
+
+
+def test_sdi_weights_do_not_depend_on_what_ran_before(tiny_encoder_dir):
+    """The classifier head is initialised under the run's seed: same seed, same weights, in any order."""
+    import torch
+
+    rng = np.random.default_rng(1)
+    human = [f"the person number {i} walks home." for i in range(40)]
+    pairs = [Pair(h, " ".join(rng.choice("quantum ledger yields synergy metrics now".split(), 5)), 1.0) for h in human]
+    cfg = SdiConfig(encoder=str(tiny_encoder_dir), epochs=1, batch_size=16, device="cpu", human="inputs")
+    ctx = ReweightContext(human_texts=human, seed=3, progress=False)
+
+    def weights():
+        return [p.weight for p in SdiReweighter(cfg).apply(pairs, ctx)[0]]
+
+    first = weights()
+    torch.manual_seed(123)
+    torch.randn(1000)  # something else ran and moved the global generator
+    second = weights()
+    np.random.seed(5)
+    third = weights()
+    assert first == second == third
 
 
 def test_sdi_needs_human_inputs():
@@ -76,6 +104,29 @@ def test_sdi_config_rejects_bad_values():
         SdiConfig(input="triple")
     with pytest.raises(DsgenError):
         SdiConfig(random_pairs="maybe")
+
+
+def test_gense_length_and_containment_rules():
+    cfg = DiscriminatorConfig()
+    long = "A man in a red shirt is playing a guitar outside."
+    assert gense_rules(long, "A man is playing a guitar today.", cfg) is None
+    assert gense_rules("A man plays a guitar.", "A man is playing a guitar today.", cfg) == "short_x1"
+    assert gense_rules(long, "He plays guitar.", cfg) == "short_x2"
+    assert gense_rules(long, "A man in a red shirt is playing a guitar.", cfg) == "containment"  # x2[:-1] in x1
+    assert gense_rules(long, long + " And he sings along with it.", cfg) == "containment"       # x1[:-1] in x2
+    off = DiscriminatorConfig(min_x1_words=0, min_x2_words=0, drop_containment=False)
+    assert gense_rules("Short.", long, off) is None
+
+
+def test_score_cache_is_bounded_and_keyed_by_content():
+    from dsgen.identity import score_key
+
+    cache = ScoreCache(max_entries=3)
+    keys = [score_key({"model": "m", "size": 1}, "p {x1} {x2}", f"a{i}", "b") for i in range(5)]
+    for i, k in enumerate(keys):
+        cache.put(k, i / 10)
+    assert len(cache.entries) == 3 and cache.get(keys[0]) is None and cache.get(keys[4]) == 0.4
+    assert score_key({"model": "m", "size": 1}, "p", "a", "b") != score_key({"model": "m", "size": 2}, "p", "a", "b")
 
 
 def test_discriminator_keeps_exactly_the_pairs_above_alpha():
@@ -94,7 +145,8 @@ def test_discriminator_reports_kept_fractions_and_starved_labels():
 
     pairs = [Pair("a", "b", "entailment"), Pair("a", "c", "entailment"), Pair("a", "d", "contradiction"),
              Pair("a", "e", "contradiction")]
-    out, summary = Toy().apply(pairs, ReweightContext())
+    out, summary = Toy(DiscriminatorConfig(min_x1_words=0, min_x2_words=0, drop_containment=False)).apply(
+        pairs, ReweightContext())
     assert [p.weight for p in out] == [1.0, 0.0, 0.0, 0.0]
     assert summary["per_label"]["entailment"]["kept_fraction"] == 0.5
     assert summary["per_label"]["contradiction"]["kept_fraction"] == 0.0

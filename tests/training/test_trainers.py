@@ -4,8 +4,9 @@ import pytest
 
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
-from dsgen.training.contrastive import ContrastiveConfig, ContrastiveTrainer, assemble_triplets
-from dsgen.training.fit import TrainingConfig
+from dsgen.evaluation.evaluator import validation_evaluator
+from dsgen.training.contrastive import ContrastiveConfig, ContrastiveTrainer, assemble_triplets, read_nli_triplets
+from dsgen.training.fit import TrainingConfig, evaluation_interval
 from dsgen.training.regression import RegressionTrainer
 
 WORDS = "a man woman dog cat plays runs guitar piano eats food street car red blue".split()
@@ -24,20 +25,35 @@ def test_triplet_assembly_drops_incomplete_and_filtered_triplets():
     assert [(t.anchor, t.positive, t.negative, t.weight) for t in triplets] == [("x", "e1", "c1", 1.0), ("x", "e2", "c2", 0.25)]
 
 
-def test_regression_trainer_trains_selects_and_drops_weight_zero(tiny_encoder_dir):
+def test_evaluation_schedule_follows_dino_and_rise():
+    assert evaluation_interval(TrainingConfig(), steps_per_epoch=250) == 100          # DINO: every 100 steps
+    assert evaluation_interval(TrainingConfig(evaluations_per_epoch=3), 250) == 83    # RISE: every third of an epoch
+
+
+def test_model_selection_returns_the_model_that_scored_the_reported_best(tiny_encoder_dir):
+    """Evaluations every 3 steps, at each epoch's end and at the last step; the returned model is
+    evaluated again on the validation split and must score the best of the history."""
     rng = random.Random(0)
     train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.5, 0.9]), weight=rng.choice([0.0, 0.5, 1.0]))
-             for _ in range(96)]
-    val = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.5, 0.9])) for _ in range(12)]
-    cfg = TrainingConfig(encoder=str(tiny_encoder_dir), batch_size=16, learning_rate=1e-3, device="cpu")
+             for _ in range(100)]
+    val = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.5, 0.9])) for _ in range(16)]
+    cfg = TrainingConfig(encoder=str(tiny_encoder_dir), batch_size=16, learning_rate=3e-3, device="cpu",
+                         evaluation_steps=3, epochs=2.0)
     outcome = RegressionTrainer(cfg).train(train, val, seed=1, progress=False)
     log = outcome.log
     kept = sum(p.weight > 0 for p in train)
     assert log["dropped_weight_zero"] == len(train) - kept and log["train_examples"] == kept
-    assert log["steps"] == -(-kept // 16)
-    history = [h["spearman"] for h in log["validation_history"]]
-    assert len(history) == log["steps"] and log["best_validation_spearman"] == max(history)
-    assert outcome.model.encode(["a dog."]).shape == (1, 32)
+    steps_per_epoch = -(-kept // 16)
+    assert log["steps"] == 2 * steps_per_epoch
+    steps = [h["step"] for h in log["validation_history"]]
+    assert steps == sorted(set(steps))  # each step evaluated once
+    assert {3, steps_per_epoch, 2 * steps_per_epoch} <= set(steps)  # every N steps, each epoch's end, the last step
+    evaluator, metric = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
+                                             [float(p.label) for p in val], "max")
+    again = 100 * evaluator(outcome.model)[metric.removeprefix("eval_")]
+    assert again == pytest.approx(log["best_validation_spearman"], abs=1e-3)
+    assert log["best_validation_spearman"] == max(h["spearman"] for h in log["validation_history"])
+    assert log["selection_metric"] == "max" and outcome.model.encode(["a dog."]).shape == (1, 32)
 
 
 def test_regression_trainer_refuses_empty_and_string_labels(tiny_encoder_dir):
@@ -48,13 +64,25 @@ def test_regression_trainer_refuses_empty_and_string_labels(tiny_encoder_dir):
         RegressionTrainer(cfg).train([Pair("a", "b", "entailment")], [], seed=1, progress=False)
 
 
-def test_contrastive_trainer_runs_on_triplets(tiny_encoder_dir):
+def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_encoder_dir, tmp_path):
     rng = random.Random(1)
     pairs = []
     for _ in range(20):
         x = sentence(rng)
         pairs += [Pair(x, sentence(rng), "entailment"), Pair(x, sentence(rng), "contradiction")]
-    cfg = ContrastiveConfig(encoder=str(tiny_encoder_dir), batch_size=8, device="cpu", prompt=True)
-    outcome = ContrastiveTrainer(cfg).train(pairs, [], seed=1, progress=False)
+    nli = tmp_path / "nli.csv"
+    nli.write_text("sent0,sent1,hard_neg\n" + "".join(f"{sentence(rng)},{sentence(rng)},{sentence(rng)}\n"
+                                                      for _ in range(12)))
+    assert len(read_nli_triplets(str(nli))) == 12
+    cfg = ContrastiveConfig(encoder=str(tiny_encoder_dir), batch_size=8, mini_batch_size=4, device="cpu",
+                            nli_file=str(nli), nli_batch_size=6, nli_epochs=1.0)
+    trainer = ContrastiveTrainer(cfg)
+    assert trainer.get_config_dict()["nli_file_fingerprint"]["size"] == nli.stat().st_size
+    outcome = trainer.train(pairs, [], seed=1, progress=False)
     assert outcome.log["triplets"] == 20 and outcome.log["steps"] == 3
+    assert outcome.log["nli_stage"]["triplets"] == 12 and outcome.log["nli_stage"]["steps"] == 2
     assert "{}" in outcome.log["text_template"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(DsgenError, match="expected columns"):
+        read_nli_triplets(str(bad))

@@ -1,0 +1,86 @@
+"""Human-labelled pairs as a "generator": the reference row every generated dataset is read against.
+
+DINO's Table 1 puts supervised rows beside its generated-data rows; here the ``human`` method
+trains the same encoder with the same trainer on as many human-labelled STS benchmark train
+pairs as the compared method's dataset holds (gold score / 5 as the label), drawn at random
+with the run's data seed. It is also the control that shows the encoder and trainer can learn
+at all.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsgen.artifacts import write_sidecar
+from dsgen.config import Config
+from dsgen.data.pairs import Pair, write_pairs
+from dsgen.errors import DsgenError
+from dsgen.generation import GENERATORS
+from dsgen.generation.base import Generator
+
+SOURCES = ("stsb-train",)
+
+
+@dataclass
+class HumanPairsConfig(Config):
+    """Args:
+        source: the human-labelled pairs (``stsb-train``: the STS benchmark train split, 5,749 pairs).
+        n_pairs: how many to draw (0: all); a method with ``size_of`` sets it at run time.
+        seed: which ones.
+    """
+
+    source: str = "stsb-train"
+    n_pairs: int = 0
+    seed: int = 42
+
+
+@GENERATORS.register("human")
+class HumanPairsGenerator(Generator):
+    """Draws ``n_pairs`` human pairs of the source (label = gold / 5); ``inputs`` are ignored."""
+
+    name = "human"
+    config_class = HumanPairsConfig
+
+    def __init__(self, config: HumanPairsConfig | None = None, data_dir: str | None = None) -> None:
+        self.config = config or HumanPairsConfig()
+        if self.config.source not in SOURCES:
+            from dsgen.suggest import unknown
+
+            raise DsgenError(unknown("human pair source", self.config.source, SOURCES))
+        self.data_dir = data_dir
+        self._pairs: list[Pair] | None = None
+
+    @classmethod
+    def for_runner(cls, config: HumanPairsConfig, runner: Any) -> "HumanPairsGenerator":
+        return cls(config, runner.data_dir)
+
+    def source_pairs(self) -> list[Pair]:
+        """Every pair of the source, in file order."""
+        if self._pairs is None:
+            from dsgen.data.sts import data_dir, read_stsb
+
+            gold = read_stsb(data_dir(self.data_dir), "train")
+            self._pairs = [Pair(a, b, round(s / 5.0, 6), extra={"source": "human"})
+                           for a, b, s in zip(gold.sentences1, gold.sentences2, gold.scores)]
+        return self._pairs
+
+    def get_config_dict(self) -> dict[str, Any]:
+        from dsgen.artifacts import stable_hash
+
+        # the pairs' content, not the folder they were read from, identifies the source
+        return {**self.config.to_dict(), "source_fingerprint": stable_hash([p.to_dict() for p in self.source_pairs()])}
+
+    def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
+        pool = self.source_pairs()
+        n = self.config.n_pairs or len(pool)
+        if n > len(pool):
+            raise DsgenError(f"asked for {n} human pairs but {self.config.source} has {len(pool)}; "
+                             "use fewer inputs or another source")
+        pairs = random.Random(self.config.seed).sample(pool, n)
+        write_pairs(out, pairs)
+        write_sidecar(out, kind="human-pairs", generator_name=self.name, config=self.get_config_dict(),
+                      dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), timings={"generate_seconds": 0.0})
+        return pairs

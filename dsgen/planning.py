@@ -1,0 +1,244 @@
+"""Planning: resolve a method under a preset, a seed and the command line into a :class:`RunPlan`.
+
+One rule everywhere, lowest first::
+
+    defaults (the paper's settings)  <  preset  <  method  <  command line
+
+A preset sets scale (models, number of inputs, batch sizes); a method fixes what its paper
+does; the command line wins over both. Every resolved value remembers where it came from
+(``default``, ``preset``, ``method``, ``command line`` or ``seed``), so ``dsgen plan`` can show
+it and a result file can embed it. The runner executes plans; this module runs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsgen.errors import DsgenError
+from dsgen.method import Method, get_method
+from dsgen.presets import Preset
+from dsgen.suggest import did_you_mean
+
+ORIGINS = ("default", "preset", "method", "command line", "seed")
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line sets for a run (None: not given)."""
+
+    generator: str | None = None
+    encoder: str | None = None
+    device: str | None = None
+    preprocess: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def _merge_into(target: dict[str, Any], layer: dict[str, Any]) -> None:
+    for k, v in layer.items():
+        if isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge_into(target[k], v)
+        else:
+            target[k] = v
+
+
+def resolve(cls: type, layers: list[tuple[str, dict[str, Any]]]) -> tuple[Any, dict[str, str]]:
+    """Build ``cls`` from ``layers`` (origin, values), later layers winning; return it with the
+    origin of every setting (dotted names for nested configs)."""
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, layer in layers:
+        layer = {k: v for k, v in (layer or {}).items() if v is not None}
+        _merge_into(merged, layer)
+        for path in _flatten(layer):
+            origins[path] = origin
+    cfg = cls.from_dict(merged)
+    return cfg, {path: origins.get(path, "default") for path in _flatten(cfg.to_dict())}
+
+
+def _known(layer: dict[str, Any], cls: type, name: str | None = None) -> dict[str, Any]:
+    """The keys of a preset section that ``cls`` knows (a preset sets scale for every trainer at once),
+    then those of the section's sub-table for stage ``name`` (``[training.contrastive]``)."""
+    names = set(cls.field_names())
+    out = {k: v for k, v in layer.items() if k in names}
+    if name and isinstance(layer.get(name), dict):
+        out.update(layer[name])
+    return out
+
+
+def check_preset_keys(preset: Preset) -> None:
+    """A preset key that no config of its section knows is a typo: say so instead of ignoring it."""
+    from dsgen.generation.debiased import GenerationConfig
+    from dsgen.reweighting.base import REWEIGHTERS
+    from dsgen.training.base import TRAINERS
+
+    from dsgen.generation import GENERATORS
+
+    sections = {"generation": {n: getattr(GENERATORS.get(n), "config_class", GenerationConfig) for n in GENERATORS.names()},
+                "training": {n: TRAINERS.get(n).config_class for n in TRAINERS.names()},
+                "reweighting": {n: REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
+    for section, classes in sections.items():
+        known = set().union(*(c.field_names() for c in classes.values()))
+        for key, value in getattr(preset, section).items():
+            if isinstance(value, dict) and key in classes:  # a sub-table for one stage: [training.contrastive]
+                cls_known = classes[key].field_names()
+                for sub in value:
+                    if sub not in cls_known:
+                        raise DsgenError(f"preset {preset.name}: unknown [{section}.{key}] setting "
+                                         f"'{sub}'{did_you_mean(sub, cls_known)}")
+            elif key not in known:
+                raise DsgenError(f"preset {preset.name}: unknown [{section}] setting '{key}'"
+                                 f"{did_you_mean(key, list(known) + list(classes))}")
+
+
+@dataclass
+class RunPlan:
+    """Every resolved setting of one run, with the origin of each."""
+
+    method: Method
+    preset: Preset
+    seed: int
+    overrides: Overrides = field(default_factory=Overrides)
+    generation: Any = None
+    x1_generation: Any = None
+    postprocess: Any = None
+    reweighter: Any = None
+    trainer: Any = None
+    encoder: str = "minilm-l6"
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    size_of: "RunPlan | None" = None
+    origins: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def uses_seed(self) -> bool:
+        return self.method.uses_seed
+
+    def key(self, data: str = "") -> str:
+        """The run key (:func:`dsgen.identity.run_key`): this plan, its models' fingerprints, the data's."""
+        from dsgen.identity import run_key
+        from dsgen.models import model_fingerprint
+
+        return run_key(self.to_dict(), {m: model_fingerprint(m) for m in self.models()}, data)
+
+    @property
+    def variant(self) -> str:
+        """Names the result folder: the method's recipe, the preset and the command line, not the seed."""
+        from dsgen.identity import variant_key
+
+        return variant_key(self.method.to_dict(), self.preset.to_dict(), self.overrides.to_dict())
+
+    def sections(self) -> dict[str, Any]:
+        """Resolved settings by section (plain values)."""
+        return {
+            "generation": self.generation.to_dict() if self.generation else None,
+            "x1_generation": self.x1_generation.to_dict() if self.x1_generation else None,
+            "postprocess": self.postprocess.to_dict() if self.postprocess else None,
+            "reweighter": self.reweighter.get_config_dict() if self.reweighter else None,
+            "trainer": self.trainer.get_config_dict() if self.trainer else None,
+            "encoder": self.encoder,
+            "evaluation": self.evaluation,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method.to_dict(), "preset": self.preset.name, "inputs": self.preset.inputs,
+                "max_inputs": self.preset.max_inputs, "seed": self.seed if self.uses_seed else None,
+                "overrides": self.overrides.to_dict(), **self.sections(),
+                "size_of": self.size_of.data_dict() if self.size_of else None}
+
+    def data_dict(self) -> dict[str, Any]:
+        """What determines this plan's training data (used by a plan sized like it)."""
+        s = self.sections()
+        return {"method": self.method.name, "inputs": self.preset.inputs, "max_inputs": self.preset.max_inputs,
+                "x1_generation": s["x1_generation"], "generation": s["generation"], "postprocess": s["postprocess"]}
+
+    def models(self) -> list[str]:
+        """Every model name the run uses (their fingerprints go into the run key)."""
+        names = [g.generator for g in (self.generation, self.x1_generation) if g is not None]
+        if self.reweighter is not None:
+            names += list(self.reweighter.models(self))
+        names.append(self.encoder)
+        return list(dict.fromkeys(names))
+
+    def rows(self) -> list[tuple[str, str, Any, str]]:
+        """(section, setting, value, origin) for every resolved setting, for ``dsgen plan``."""
+        rows = [("run", "method", self.method.name, "command line"), ("run", "preset", self.preset.name, "command line"),
+                ("run", "seed", self.seed if self.uses_seed else "(not used)", "command line")]
+        for section, values in self.sections().items():
+            if values is None:
+                continue
+            flat = _flatten(values) if isinstance(values, dict) else {"name": values}
+            for key, value in flat.items():
+                rows.append((section, key, value, self.origins.get(section, {}).get(key, "default")))
+        return rows
+
+
+def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrides | None = None) -> RunPlan:
+    """Resolve the configs of one run: defaults < preset < method < command line."""
+    from dsgen.data.postprocess import PostprocessConfig
+    from dsgen.generation.debiased import GenerationConfig
+    from dsgen.reweighting.base import REWEIGHTERS
+    from dsgen.training.base import TRAINERS
+
+    method = get_method(method) if isinstance(method, str) else method
+    ov = overrides or Overrides()
+    check_preset_keys(preset)
+    plan = RunPlan(method, preset, seed, ov)
+    data_seed = ("preset", preset.data_seed) if preset.data_seed is not None else ("seed", seed)
+    if method.generator:
+        from dsgen.generation import GENERATORS
+
+        cls = getattr(GENERATORS.get(method.generator), "config_class", GenerationConfig)
+
+        def generation(extra_preset: dict[str, Any], recipe: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+            layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
+            return resolve(cls, [("preset", layer), ("method", recipe),
+                                 ("command line", _known({"generator": ov.generator, "device": ov.device}, cls)),
+                                 (data_seed[0], _known({"seed": data_seed[1]}, cls))])
+
+        plan.generation, plan.origins["generation"] = generation({}, method.generation)
+        if method.x1_generation is not None:
+            plan.x1_generation, plan.origins["x1_generation"] = generation(
+                {"entries_per_label": preset.x1_entries_per_label}, method.x1_generation)
+        if method.postprocess is not None:
+            plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
+                ("method", method.postprocess), ("seed", {"seed": seed})])
+    if method.reweighter:
+        cls = REWEIGHTERS.get(method.reweighter)
+        cfg, plan.origins["reweighter"] = resolve(cls.config_class, [
+            ("preset", _known(preset.reweighting, cls.config_class, method.reweighter)), ("method", method.reweighter_config),
+            ("command line", {"device": ov.device})])
+        plan.reweighter = cls(cfg)
+    if method.trainer:
+        cls = TRAINERS.get(method.trainer)
+        cfg, plan.origins["trainer"] = resolve(cls.config_class, [
+            ("preset", _known(preset.training, cls.config_class, method.trainer)), ("method", method.trainer_config),
+            ("command line", {"encoder": ov.encoder, "device": ov.device})])
+        plan.trainer = cls(cfg)
+        plan.encoder = cfg.encoder
+        plan.origins["encoder"] = {"name": plan.origins["trainer"].get("encoder", "default")}
+    else:
+        plan.encoder = ov.encoder or preset.training.get("encoder", "minilm-l6")
+        plan.origins["encoder"] = {"name": "command line" if ov.encoder else "preset" if "encoder" in preset.training
+                                   else "default"}
+    plan.evaluation = {"tasks": list(preset.tasks), "preprocess": ov.preprocess or preset.preprocess}
+    plan.origins["evaluation"] = {"tasks": "preset", "preprocess": "command line" if ov.preprocess else
+                                  "preset" if preset.preprocess != "raw" else "default"}
+    if method.size_of:
+        if method.size_of == method.name or plan.generation is None or "n_pairs" not in plan.generation.field_names():
+            raise DsgenError(f"method '{method.name}': size_of needs a generator with an n_pairs setting and "
+                             "another method to take the size from")
+        plan.size_of = plan_run(method.size_of, preset, seed, ov)
+    return plan

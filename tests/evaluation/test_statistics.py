@@ -1,0 +1,70 @@
+"""Intervals over seeds and over test pairs, and the comparison built on them."""
+
+import numpy as np
+import pytest
+
+from dsgen.errors import DsgenError
+from dsgen.evaluation.comparison import Comparison
+from dsgen.evaluation.results import Result, TaskScore
+from dsgen.evaluation.statistics import paired_bootstrap, seed_t_interval, spearman_rows
+from dsgen.evaluation.tables import comparison_markdown
+
+
+def test_paired_bootstrap_is_zero_for_identical_and_positive_for_better_predictions():
+    rng = np.random.default_rng(0)
+    gold = rng.random(300)
+    noisy = gold + rng.normal(0, 0.5, 300)
+    better = gold + rng.normal(0, 0.1, 300)
+    assert np.allclose(paired_bootstrap([noisy], [noisy], gold, n_boot=100), 0)
+    assert np.percentile(paired_bootstrap([noisy], [better], gold, n_boot=200), 2.5) > 0
+
+
+def test_paired_bootstrap_agrees_with_scipy():
+    from scipy.stats import bootstrap, spearmanr
+
+    rng = np.random.default_rng(1)
+    gold = rng.random(200)
+    a = gold + rng.normal(0, 0.4, 200)
+    b = gold + rng.normal(0, 0.3, 200)
+    ours = paired_bootstrap([a], [b], gold, n_boot=4000, seed=3)
+
+    def stat(g, x, y):
+        return 100 * (spearmanr(y, g).statistic - spearmanr(x, g).statistic)
+
+    res = bootstrap((gold, a, b), stat, paired=True, vectorized=False, n_resamples=4000, method="percentile",
+                    random_state=4)
+    lo, hi = np.percentile(ours, [2.5, 97.5])
+    width = hi - lo
+    assert lo == pytest.approx(res.confidence_interval.low, abs=0.1 * width)
+    assert hi == pytest.approx(res.confidence_interval.high, abs=0.1 * width)
+    assert spearman_rows(a[None, :], gold[None, :])[0] == pytest.approx(100 * spearmanr(a, gold).statistic)
+
+
+def test_seed_t_interval_by_hand():
+    iv = seed_t_interval([70.0, 71.0, 72.0], [72.0, 73.5, 75.0])  # differences 2, 2.5, 3
+    d = np.array([2.0, 2.5, 3.0])
+    half = 4.302652729911275 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
+    assert iv.point == pytest.approx(d.mean()) and iv.low == pytest.approx(d.mean() - half)
+    assert iv.high == pytest.approx(d.mean() + half) and iv.covers_zero is False
+    assert seed_t_interval([1.0], [2.0]).low is None
+    assert seed_t_interval([70.0, 71.0, 72.0], [72.0, 72.5, 75.5]).covers_zero is True  # 2, 1.5, 3.5: too spread
+
+
+def result(method, seed, score, gold, pred):
+    r = Result("enc", {"sts16": TaskScore(score, score, len(gold))}, method=method, seed=seed)
+    r.predictions = {"sts16": np.asarray(pred), "sts16:gold": np.asarray(gold)}
+    return r
+
+
+def test_comparison_checks_same_pairs_and_states_its_resamples():
+    rng = np.random.default_rng(2)
+    gold = rng.random(50)
+    results = {"a": [result("a", s, 70.0 + s, gold, gold + rng.normal(0, 0.3, 50)) for s in (1, 2, 3)],
+               "b": [result("b", s, 72.0 + s * 0.5, gold, gold + rng.normal(0, 0.2, 50)) for s in (1, 2, 3)]}
+    cmp = Comparison(["a", "b"], ["sts16"], results, preset="unit", n_boot=123)
+    md = comparison_markdown(cmp, "dsgen compare a b")
+    assert "123 resamples" in md and "t-interval" in md and "dsgen compare a b" in md
+    assert cmp.seed_diffs["b"]["avg"].point == pytest.approx(np.mean([72.5 - 71, 73 - 72, 73.5 - 73]))
+    other = {"a": results["a"], "b": [result("b", s, 72.0, gold[::-1], gold) for s in (1, 2, 3)]}
+    with pytest.raises(DsgenError, match="other sts16 pairs"):
+        Comparison(["a", "b"], ["sts16"], other, n_boot=10)

@@ -1,0 +1,180 @@
+"""The command line from the outside: bad input of every command gets one line, exit code 2 and
+nothing on disk; the commands work end to end on tiny models; ``regress`` exits 1 on a regression."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsgen.errors import DsgenError
+from dsgen.evaluation.baseline import check, read_baseline
+from dsgen.evaluation.results import Result, TaskScore
+
+
+def dsgen(*args, env=None, cwd=None, timeout=900):
+    return subprocess.run([sys.executable, "-m", "dsgen.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout)
+
+
+def test_methods_lists_every_method_with_its_paper():
+    out = dsgen("methods", env={"COLUMNS": "250"})
+    assert out.returncode == 0
+    for name in ("dino-x1x2", "rise-filter", "dino-gense-filter", "base", "human", "gense-paper-sampling"):
+        assert name in out.stdout
+    assert "COLING 2022" in out.stdout and "EMNLP 2021" in out.stdout
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+BAD_INPUTS = [
+    (["generate", "--inputs", "in.txt", "--out", "/proc/nope/o.jsonl"], "cannot write /proc/nope/o.jsonl"),
+    (["generate", "--inputs", "in.txt", "--generator", "no/such-model", "--out", "o/o.jsonl"], "generator 'no/such-model'"),
+    (["generate", "--inputs", "in.txt", "--device", "tpu", "--out", "o/o.jsonl"], "unknown device 'tpu'"),
+    (["generate", "--inputs", "in.txt", "--dtype", "float8", "--out", "o/o.jsonl"], "unknown dtype 'float8'"),
+    (["generate", "--inputs", "in.txt", "--per-label", "0", "--out", "o/o.jsonl"], "per_label must be at least 1"),
+    (["generate", "--inputs", "in.txt", "--top-p", "1.5", "--out", "o/o.jsonl"], "top_p must be in (0, 1]"),
+    (["generate", "--inputs", "in.txt", "--task", "bad.json", "--out", "o/o.jsonl"], "opening quotation mark"),
+    (["generate", "--inputs", "missing.txt", "--out", "o/o.jsonl"], "neither stsb-train nor an existing file"),
+    (["generate", "--inputs", "in.txt", "--backend", "spark", "--out", "o/o.jsonl"], "unknown generation backend 'spark'"),
+    (["generate", "--inputs", "in.txt", "--workers", "2", "--out", "o/o.jsonl"], "need --backend ray"),
+    (["eval", "nosuchmodel", "--tasks", "stsb", "--json", "o/e.json"], "encoder 'nosuchmodel'"),
+    (["eval", "minilm-l6", "--tasks", "stbs"], "did you mean 'stsb'"),
+    (["eval", "minilm-l6", "--device", "tpu"], "unknown device 'tpu'"),
+    (["eval", "minilm-l6", "--preprocess", "moses"], "unknown preprocessing 'moses'"),
+    (["eval", "minilm-l6", "--batch-size", "0"], "--batch-size must be at least 1"),
+    (["eval", "lm:smollm2-135m?layerz=3", "--tasks", "stsb", "--json", "o/e.json"], "unknown option 'layerz'"),
+    (["table", "missing.json"], "file not found: missing.json"),
+    (["table", "in.txt", "--markdown", "/proc/nope/t.md"], "cannot write /proc/nope/t.md"),
+    (["bench", "generation", "--device", "tpu"], "unknown device 'tpu'"),
+    (["bench", "generation", "--n-inputs", "0"], "--n-inputs and --batch-size must be at least 1"),
+    (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
+    (["plan", "dnio"], "unknown method 'dnio' (did you mean 'dino'"),
+    (["plan", "dino", "--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'"),
+    (["run", "dnio", "--out", "o"], "unknown method 'dnio' (did you mean 'dino'"),
+    (["run", "dino", "--preset", "quik", "--out", "o"], "unknown preset 'quik' (did you mean 'quick'"),
+    (["run", "dino", "--seeds", "", "--out", "o"], "--seeds is empty"),
+    (["run", "dino", "--device", "tpu", "--out", "o"], "unknown device 'tpu'"),
+    (["run", "base", "--out", "in.txt/runs"], "is a file, not a folder"),
+    (["compare", "dino", "rise", "--seeds", "1,two", "--out", "o"], "--seeds must be comma-separated integers"),
+    (["compare", "dino", "rsie", "--out", "o"], "unknown method 'rsie'"),
+    (["compare", "dino", "--preprocess", "moses", "--out", "o"], "unknown preprocessing 'moses'"),
+    (["regress", "--tolerance", "-1"], "--tolerance must be non-negative"),
+    (["regress", "--baseline", "missing.json", "--out", "o"], "baseline missing.json not found"),
+    (["regress", "--baseline", "malformed.json", "--out", "o"], "'scores' is missing"),
+    (["analyze", "dino", "--out", "o"], "records no SDI importance"),
+    (["analyze", "rise", "--preset", "quik", "--out", "o"], "unknown preset 'quik'"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[" ".join(a[:3]) for a, _ in BAD_INPUTS])
+def test_bad_input_gets_one_line_exit_2_and_nothing_on_disk(args, message, tmp_path, sts_data_dir):
+    (tmp_path / "in.txt").write_text("A sentence.\n")
+    (tmp_path / "bad.json").write_text('{"labels": {"a": {"instruction": "\\"<X1>\\""}}}')
+    (tmp_path / "malformed.json").write_text('{"schema_version": 1, "preset": "smoke", "seeds": [1]}')
+    before = tree(tmp_path)
+    out = dsgen(*args, cwd=tmp_path, env={"DSGEN_DATA_DIR": str(sts_data_dir), "DSGEN_CACHE_DIR": str(tmp_path / ".c")})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert tree(tmp_path) - {".c", *[p for p in tree(tmp_path) if p.startswith(".c/")]} == before
+
+
+def test_regress_check_fails_on_nan_and_reads_baselines_strictly(tmp_path):
+    base = {"schema_version": 1, "preset": "p", "seeds": [1], "scores": {"dino": {"stsb": 80.0}}}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(base))
+    nan = {"dino": [Result("m", {"stsb": TaskScore(float("nan"), 0.0, 1)})]}
+    (c,) = check(read_baseline(path), nan, 1.0)
+    assert c.failed and c.status == "NOT A NUMBER"
+    for broken in ({**base, "scores": {"dino": {"stsb": "80"}}}, {**base, "seeds": []}, {**base, "tolerance": -1},
+                   {k: v for k, v in base.items() if k != "preset"}):
+        path.write_text(json.dumps(broken))
+        with pytest.raises(DsgenError):
+            read_baseline(path)
+
+
+def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encoder_dir, sts_data_dir):
+    preset = tmp_path / "tiny.toml"
+    preset.write_text(f'seeds = [1]\ntasks = ["sts16"]\n[training]\nencoder = "{tiny_encoder_dir}"\ndevice = "cpu"\n')
+    baseline = tmp_path / "baseline.json"
+    common = ["--preset", str(preset), "--baseline", str(baseline), "--out", str(tmp_path / "runs"), "--quiet"]
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
+    made = dsgen("regress", *common, "--methods", "base", "--update", env=env)
+    assert made.returncode == 0, made.stderr
+    data = json.loads(baseline.read_text())
+    assert data["preset"] == "tiny" and set(data["scores"]) == {"base"} and data["tolerance"] == 1.0
+    ok = dsgen("regress", *common, env=env)
+    assert ok.returncode == 0 and "within 1.0" in ok.stdout
+    data["scores"]["base"]["sts16"] += 2.5
+    baseline.write_text(json.dumps(data))
+    bad = dsgen("regress", *common, "--tolerance", "1.0", env=env)
+    assert bad.returncode == 1 and "REGRESSED" in bad.stdout and "-2.50" in bad.stdout
+    assert dsgen("regress", *common, "--tolerance", "3", env=env).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def tiny_preset(tmp_path_factory, tiny_lm_dir, tiny_encoder_dir):
+    path = tmp_path_factory.mktemp("preset") / "tiny.toml"
+    path.write_text(f"""seeds = [1, 2]
+max_inputs = 12
+tasks = ["sts16"]
+[generation]
+generator = "{tiny_lm_dir}"
+device = "cpu"
+per_label = 2
+[generation.sampling]
+max_new_tokens = 8
+[training]
+encoder = "{tiny_encoder_dir}"
+device = "cpu"
+batch_size = 16
+[reweighting.sdi]
+encoder = "{tiny_encoder_dir}"
+epochs = 1.0
+""")
+    return path
+
+
+def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_data_dir):
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir), "COLUMNS": "80"}  # a narrow log: tables must still read in full
+    out = tmp_path / "runs"
+    cmp = dsgen("compare", "dino", "rise", "--preset", str(tiny_preset), "--out", str(out), "--quiet",
+                "--publish", str(tmp_path / "published"), env=env, cwd=tmp_path)
+    assert cmp.returncode == 0, cmp.stderr
+    assert "…" not in cmp.stdout  # nothing cut in a non-terminal log
+    md = out / "tables" / "tiny" / "compare-dino-rise-base.md"
+    assert md.exists() and (md.with_suffix(".csv")).exists() and (md.with_suffix(".png")).exists()
+    assert (tmp_path / "published" / "tiny" / md.name).read_text() == md.read_text()
+    assert not (tmp_path / "results").exists()  # nothing outside --out unless published
+    text = md.read_text()
+    assert "95% CI over seeds" in text and "1,000 resamples" in text and "Time per stage" in text
+    ana = dsgen("analyze", "rise", "--preset", str(tiny_preset), "--seed", "1", "--out", str(out), "--quiet", env=env)
+    assert ana.returncode == 0, ana.stderr
+    assert (out / "tables" / "tiny" / "analysis-rise-seed1.md").exists()
+    plan = dsgen("plan", "rise", "--preset", str(tiny_preset), "--json", env=env)
+    assert plan.returncode == 0, plan.stderr
+    data = json.loads(plan.stdout)
+    assert data["plan"]["trainer"]["epochs"] == 3.0 and data["origins"]["trainer"]["epochs"] == "method"
+    results = sorted((out / "results" / "tiny" / "dino").rglob("seed-*.json"))
+    table = dsgen("table", *map(str, results), "--markdown", str(tmp_path / "t.md"), env=env)
+    assert table.returncode == 0 and "dino (seed 1)" in (tmp_path / "t.md").read_text()
+
+
+def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
+    gen = dsgen("bench", "generation", "--generator", str(tiny_lm_dir), "--n-inputs", "3", "--batch-size", "16",
+                "--greedy-items", "3", "--device", "cpu", "--json", str(tmp_path / "g.json"), env=env)
+    assert gen.returncode == 0, gen.stderr
+    g = json.loads((tmp_path / "g.json").read_text())
+    assert g["speedup"] > 0 and 0 <= g["greedy_agreement"] <= 1
+    ev = dsgen("bench", "eval", "--model", str(tiny_encoder_dir), "--tasks", "sts16", "--json", str(tmp_path / "e.json"),
+               env=env)
+    assert ev.returncode == 0, ev.stderr
+    e = json.loads((tmp_path / "e.json").read_text())
+    assert e["max_spearman_difference"] < 1e-3 and e["speedup"] > 0
