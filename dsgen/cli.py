@@ -482,6 +482,65 @@ def analyze_cmd(
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
 
 
+@app.command("claims")
+def claims_cmd(
+    preset: PresetOpt = "cpu",
+    seeds: SeedsOpt = None,
+    papers: Optional[str] = typer.Option(None, help="Comma-separated papers (dino, rise, gense, control; default: all)."),
+    generator: GeneratorOpt = None,
+    encoder: EncoderOpt = None,
+    device: DeviceOpt = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    out: OutOpt = Path("runs"),
+    publish: PublishOpt = None,
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG)."""
+    from dsgen.artifacts import atomic_open, write_json
+    from dsgen.claims import claim_methods, judge_all, load_claims
+    from dsgen.claims.report import claims_chart, claims_markdown
+    from dsgen.encoders import describe_encoder
+    from dsgen.runner import run_many
+
+    known = ("dino", "rise", "gense", "control")
+    chosen = [x.strip() for x in papers.split(",") if x.strip()] if papers else list(known)
+    for name in chosen:
+        if name not in known:
+            from dsgen.suggest import unknown
+
+            raise DsgenError(unknown("paper", name, known))
+    claims = load_claims(chosen)
+    names = claim_methods(claims)
+    ov = _overrides(generator, encoder, device)
+    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
+                                    backend=_backend(backend, address, workers, device))
+    console = _console()
+    failures: list = []
+    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console), failures=failures)
+    scores = {m: [r.average for r in sorted(rs, key=lambda r: r.seed)] for m, rs in results.items()
+              if len(rs) == len(seed_list)}
+    means = {m: sum(v) / len(v) for m, v in scores.items()}
+    verdicts = judge_all(claims, scores)
+    folder = runner.out / "tables" / p.name
+    paths = {"markdown": folder / "claims.md", "png": folder / "claims.png", "json": folder / "claims.json"}
+    header = {"preset": p.name, "seeds": seed_list, "png": paths["png"].name,
+              "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs})}
+    claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, seeds {seed_list}")
+    with atomic_open(paths["markdown"]) as fh:
+        fh.write(claims_markdown(verdicts, means, header, _command()))
+    write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "scores": scores,
+                               "failures": [{"method": f.method, "seed": f.seed, "reason": f.reason} for f in failures],
+                               "verdicts": [{"claim": v.claim.id, "verdict": v.verdict, "used": v.used,
+                                             "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()},
+                                             "reason": v.reason} for v in verdicts]})
+    for v in verdicts:
+        console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+
+
 def main() -> None:
     import os
 

@@ -260,10 +260,20 @@ def dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    import shutil
+
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    os.replace(tmp, target)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists() and not (target / "config.json").exists():
+            shutil.rmtree(target)  # a partial folder left by a crash: never a complete checkpoint
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if (target / "config.json").exists():  # another process built it first: use theirs
+            return target, False
+        raise DsgenError(f"cannot write the dequantised copy of {gguf} under {target.parent}; check DSGEN_CACHE_DIR") from None
     return target, False
 
 
@@ -277,6 +287,12 @@ def lm_source(name: str) -> tuple[str, bool, bool]:
         return name, False, True
     _, local_only = hub_source(name, "generator")
     return name, False, local_only
+
+
+def check_lm_name(name: str) -> None:
+    """Fail early on a generator name no process could load (missing file, unknown Hub id), without loading it."""
+    if gguf_path_for(name) is None and not Path(name).is_dir():
+        hub_source(name, "generator")
 
 
 def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "float32") -> LoadedLM:

@@ -11,6 +11,18 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sts"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run only where CUDA is present; elsewhere they are skipped with the reason."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 def build_char_tokenizer():
     """A character tokenizer plus a few multi-character tokens ('."' carries text before a quote)."""
     from tokenizers import Tokenizer, decoders, models

@@ -181,8 +181,13 @@ class DebiasedGenerator(Generator):
         chunks = self.chunks(spec, inputs)
         key = self.dataset_key(inputs)
         backend = self.backend or LocalBackend()
-        if isinstance(backend, LocalBackend) and backend.lm is None:
-            backend.lm = self.lm  # load (and fail on a bad model or device) before anything is written
+        if isinstance(backend, LocalBackend):
+            if backend.lm is None:
+                backend.lm = self.lm  # load (and fail on a bad model or device) before anything is written
+        else:
+            from dsgen.models import check_lm_name
+
+            check_lm_name(cfg.generator)  # the workers load it; fail here, before anything is written
         ensure_writable_dir(out.parent)
         store = ChunkStore(out)
         done = store.open(key, len(chunks), resume)

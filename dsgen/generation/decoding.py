@@ -22,6 +22,7 @@ The loop reads as a schedule: admit, sample, retire, advance.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections import deque
@@ -245,6 +246,26 @@ class _Group:
     logprobs: list[float] = field(default_factory=list)
 
 
+class _Layout:
+    """Where each group's rows sit in the batch (main row first), as device index tensors; rebuilt
+    only when groups join or leave."""
+
+    def __init__(self, sizes: list[int], device: Any) -> None:
+        import torch
+
+        self.sizes_list = sizes
+        self.starts_list = [0, *itertools.accumulate(sizes)][:len(sizes)]
+        self.total = sum(sizes)
+        counters = [(r, gi) for gi, (start, n) in enumerate(zip(self.starts_list, sizes)) for r in range(start + 1, start + n)]
+        self.sizes = torch.tensor(sizes, device=device)
+        self.main_rows = torch.tensor(self.starts_list, dtype=torch.long, device=device)
+        self.counter_rows = torch.tensor([r for r, _ in counters], dtype=torch.long, device=device)
+        self.counter_group = torch.tensor([g for _, g in counters], dtype=torch.long, device=device)
+
+    def rows_of(self, groups: list[int]) -> list[int]:
+        return [r for gi in groups for r in range(self.starts_list[gi], self.starts_list[gi] + self.sizes_list[gi])]
+
+
 class DebiasedDecoder:
     """Batched self-debiasing decoding with group compaction and admission.
 
@@ -345,6 +366,11 @@ class DebiasedDecoder:
             enqueue_round(item)
         batch = ActiveBatch(self.model, self.device)
         groups: list[_Group] = []
+        layout: _Layout | None = None
+        # Host-device synchronisation (checked): one device-to-host copy per step, of the sampled
+        # tokens with their log-probabilities and stop flags, which decide which groups end; the
+        # index tensors of the batch layout go to the device only when groups join or leave. The
+        # model's own forward (transformers' attention-mask preparation) may add its own.
         while queue or groups:
             # 1. admit queued groups while rows are free (always at least one group)
             admitted: list[_Group] = []
@@ -352,28 +378,25 @@ class DebiasedDecoder:
             while queue and (rows + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
                 admitted.append(queue.popleft())
                 rows += len(admitted[-1].prompts)
-            batch.admit([bank[p] for g in admitted for p in g.prompts])
-            groups += admitted
+            if admitted:
+                batch.admit([bank[p] for g in admitted for p in g.prompts])
+                groups += admitted
+                layout = None
+            if layout is None:
+                layout = _Layout([len(g.prompts) for g in groups], self.device)
 
             # 2. one token per group, drawn from its debiased distribution
-            sizes = torch.tensor([len(g.prompts) for g in groups], device=self.device)
-            starts = sizes.cumsum(0) - sizes
-            group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=self.device), sizes)
-            is_counter = torch.ones(int(sizes.sum()), dtype=torch.bool, device=self.device)
-            is_counter[starts] = False
-            counter_rows = is_counter.nonzero().squeeze(1)
-            tokens, logprobs = sampler.sample(batch.logits, starts, counter_rows, group_of_row.index_select(0, counter_rows))
+            tokens, logprobs = sampler.sample(batch.logits, layout.main_rows, layout.counter_rows, layout.counter_group)
             self.stats["steps"] += 1
 
             # 3. retire the groups that ended (their text is decoded only when a stop token came)
-            token_list, logprob_list = tokens.tolist(), logprobs.tolist()
-            maybe_done = stop_tok.index_select(0, tokens).tolist()
+            host = torch.stack([tokens.double(), logprobs.double(), stop_tok.index_select(0, tokens).double()]).tolist()
             keep: list[int] = []
             for gi, g in enumerate(groups):
-                g.tokens.append(token_list[gi])
-                g.logprobs.append(logprob_list[gi])
+                g.tokens.append(int(host[0][gi]))
+                g.logprobs.append(host[1][gi])
                 at_limit = len(g.tokens) >= self.sampling.max_new_tokens
-                if not (at_limit or maybe_done[gi]):
+                if not (at_limit or host[2][gi]):
                     keep.append(gi)
                     continue
                 raw = self.rules.decode(g.tokens)
@@ -386,16 +409,15 @@ class DebiasedDecoder:
                 else:
                     keep.append(gi)
             if len(keep) < len(groups):
-                keep_rows = [r for gi in keep for r in range(int(starts[gi]), int(starts[gi] + sizes[gi]))]
-                batch.keep(torch.tensor(keep_rows, dtype=torch.long, device=self.device))
-                groups = [groups[gi] for gi in keep]
+                batch.keep(torch.tensor(layout.rows_of(keep), dtype=torch.long, device=self.device))
                 tokens = tokens.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
-                sizes = sizes.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
+                groups = [groups[gi] for gi in keep]
+                layout = _Layout([len(g.prompts) for g in groups], self.device) if groups else None
             if not groups:
                 continue
 
             # 4. feed each group's token to all of its rows
-            batch.advance(torch.repeat_interleave(tokens, sizes))
+            batch.advance(torch.repeat_interleave(tokens, layout.sizes, output_size=layout.total))
             self.stats["forward_rows"] += batch.rows
         for k, v in batch.events.items():
             self.stats[k] = self.stats.get(k, 0) + v

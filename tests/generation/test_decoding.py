@@ -95,7 +95,7 @@ class QuoteBias:
                 output[..., self.qid] += self.bias
             else:
                 last = self.ids[:, -output.shape[1]:]
-                output[..., self.qid] += self.bias * torch.isin(last, self.triggers).to(output.dtype)
+                output[..., self.qid] += self.bias * torch.isin(last, self.triggers.to(last.device)).to(output.dtype)
             return output
 
         self.h0 = self.model.register_forward_pre_hook(pre, with_kwargs=True)
@@ -194,13 +194,14 @@ def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
 def uncached_distribution(model, tok, req, prefix, sampler):
     """The distribution of the next token after ``prefix``, from full forward passes without cache."""
     rows = []
+    dev = next(model.parameters()).device
     for prompt in (req.prompt, *req.counter_prompts):
         seq = tokenize(tok, [prompt])[0] + list(prefix)
-        rows.append(model(input_ids=torch.tensor([seq])).logits[0, -1].float())
+        rows.append(model(input_ids=torch.tensor([seq], device=dev)).logits[0, -1].float())
     logits = torch.stack(rows)
     n_counter = len(req.counter_prompts)
-    return sampler.distribution(logits, torch.tensor([0]), torch.arange(1, 1 + n_counter),
-                                torch.zeros(n_counter, dtype=torch.long))[0]
+    return sampler.distribution(logits, torch.tensor([0], device=dev), torch.arange(1, 1 + n_counter, device=dev),
+                                torch.zeros(n_counter, dtype=torch.long, device=dev))[0]
 
 
 def check_rederived(model, tok, reqs, results, sampling, blocked):
