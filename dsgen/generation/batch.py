@@ -1,13 +1,16 @@
-"""The active batch of the decode loop: rows of many groups, their KV cache, and the invariant that
-keeps them consistent.
+"""The active batch of the decode loop: rows of many groups in preallocated slots, their KV cache,
+and the invariant that keeps them consistent.
 
-Layout: row ``r`` of the batch holds one sequence (a main or a counter row of some group). Its
-cached keys and values sit right-aligned in ``[R, H, W, D]`` tensors (one per layer) with a
-``[R, W]`` attention mask that is 1 on its real positions; ``pos[r]`` is the position of its
-next token. Admitting groups pads either the new rows or the old ones on the left to a common
-width; retiring groups drops their rows and then the leading columns no remaining row attends
-to. The invariant, checked after every change: every layer's keys and values have ``W``
-columns and ``R`` rows, as the mask does.
+Layout: the batch owns, per layer, key and value buffers of ``[max_rows, H, columns, D]``
+allocated once, an attention mask ``[max_rows, columns]`` and per-row positions. Column ``w`` is
+where the next token of every row is written; a row's cached tokens sit right-aligned before it,
+and its mask is 1 exactly there. Rows live in *slots*: an admitted prompt is copied into a free
+slot (the lowest one), a finished row just frees its slot (its mask goes to 0). So a decode step
+writes one column in place instead of rebuilding the cache, and retiring a group copies nothing.
+Only rows ``[0, used)`` are forwarded; when many of them are free, live rows move to the front;
+when ``w`` reaches the last column, live columns move to the left. The invariant, checked after
+every change: the mask has ``used`` rows and ``w`` columns in use, every live row attends to its
+last written column, every free row attends to nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsgen.generation.forward import cache_layers, forward_last, pad_id, tokenize
+from dsgen.generation.forward import forward_last, pad_id, tokenize
+
+SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
 
 
 @dataclass
@@ -65,100 +70,195 @@ class PromptBank:
         return max((e.length for e in self.entries.values()), default=0)
 
 
+def _cache_classes() -> tuple[type, type]:
+    """A transformers cache whose layers write each new column into the batch's buffers in place."""
+    from transformers.cache_utils import Cache, DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        def __init__(self, keys: Any, values: Any, rows: int, width: int) -> None:
+            super().__init__()
+            self.kbuf, self.vbuf, self.rows, self.width = keys, values, rows, width
+            self.dtype, self.device = keys.dtype, keys.device
+            self.keys, self.values = keys[:rows, :, :width], values[:rows, :, :width]
+            self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            w = self.width
+            self.kbuf[:self.rows, :, w:w + 1] = key_states
+            self.vbuf[:self.rows, :, w:w + 1] = value_states
+            self.width = w + 1
+            self.keys, self.values = self.kbuf[:self.rows, :, :w + 1], self.vbuf[:self.rows, :, :w + 1]
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.width
+
+        def get_mask_sizes(self, query_length: int, *args: Any, **kwargs: Any) -> tuple[int, int]:
+            return self.width + query_length, 0
+
+    class BufferCache(Cache):
+        def __init__(self, keys: list[Any], values: list[Any], rows: int, width: int) -> None:
+            super().__init__(layers=[BufferLayer(k, v, rows, width) for k, v in zip(keys, values)])
+
+    return BufferLayer, BufferCache
+
+
 class ActiveBatch:
-    """Rows being decoded, their KV cache, mask, positions and last logits.
+    """Rows being decoded, in slots of preallocated buffers (see the module docstring).
 
     Args:
         model: the causal LM (its forward is called by :meth:`advance`).
         device: where the tensors live.
+        max_rows: slots.
+        max_columns: the longest a row gets (longest prompt + new tokens); buffers hold a few more.
+        first_column: the first write column (the longest prompt, so every prompt fits before it).
+        spare_columns: columns beyond the longest row; every that many steps, live columns move left.
     """
 
-    def __init__(self, model: Any, device: Any) -> None:
+    def __init__(self, model: Any, device: Any, max_rows: int, max_columns: int, first_column: int,
+                 spare_columns: int = SPARE_COLUMNS) -> None:
         self.model = model
         self.device = device
+        self.max_rows = max_rows
+        self.columns = max_columns + max(1, spare_columns)
+        self.first_column = first_column
+        self.w = first_column
+        self.used = 0
+        self.free: list[int] = []
         self.keys: list[Any] = []
         self.values: list[Any] = []
         self.mask: Any = None
         self.pos: Any = None
         self.logits: Any = None
-        # how often rows joined a running batch and how many leading columns were trimmed
-        self.events = {"joined_running_batch": 0, "trimmed_columns": 0}
+        self._cache_cls = _cache_classes()[1]
+        self.events = {"joined_running_batch": 0, "row_moves": 0, "column_moves": 0}
 
     @property
     def rows(self) -> int:
-        return 0 if self.mask is None else int(self.mask.shape[0])
+        """Rows forwarded per step (live and free slots below the highest live one)."""
+        return self.used
 
     @property
-    def width(self) -> int:
-        return 0 if self.mask is None else int(self.mask.shape[1])
+    def live(self) -> int:
+        return self.used - len(self.free)
+
+    def _allocate(self, entry: Prefilled) -> None:
+        import torch
+
+        shape = lambda t: (self.max_rows, t.shape[0], self.columns, t.shape[-1])  # noqa: E731
+        self.keys = [torch.zeros(shape(k), dtype=k.dtype, device=self.device) for k in entry.keys]
+        self.values = [torch.zeros(shape(v), dtype=v.dtype, device=self.device) for v in entry.values]
+        self.mask = torch.zeros((self.max_rows, self.columns), dtype=torch.long, device=self.device)
+        self.pos = torch.zeros(self.max_rows, dtype=torch.long, device=self.device)
+        self.logits = torch.zeros((self.max_rows, entry.logits.shape[-1]), dtype=torch.float32, device=self.device)
 
     def check(self) -> None:
-        """The invariant: every layer's cache has the batch's rows and the mask's width."""
+        """The invariant: live rows attend to their last written column, free rows to nothing, and
+        every layer's buffers have the mask's shape."""
         if self.mask is None:
             return
-        r, w = self.mask.shape
         bad = [i for i, (k, v) in enumerate(zip(self.keys, self.values))
-               if k.shape[0] != r or v.shape[0] != r or k.shape[2] != w or v.shape[2] != w]
-        if bad or self.pos.shape[0] != r or self.logits.shape[0] != r:
-            raise RuntimeError(f"decode batch out of step: mask {tuple(self.mask.shape)}, layer {bad[:1]} keys "
-                               f"{tuple(self.keys[bad[0]].shape) if bad else '-'}, {self.pos.shape[0]} positions, "
-                               f"{self.logits.shape[0]} logits")
+               if k.shape[0] != self.mask.shape[0] or k.shape[2] != self.mask.shape[1] or v.shape[:3] != k.shape[:3]]
+        free = sorted(self.free)
+        live = [r for r in range(self.used) if r not in set(free)]
+        attends_last = self.mask[live, self.w - 1].bool().all() if live else True
+        free_empty = not self.mask[free].any() if free else True
+        if bad or not attends_last or not free_empty or self.w > self.columns or self.used > self.max_rows:
+            raise RuntimeError(f"decode batch out of step: {self.used} rows ({len(free)} free), width {self.w} of "
+                               f"{self.columns}, layer {bad[:1]} shape mismatch, live rows attend to their last column: "
+                               f"{bool(attends_last)}, free rows attend to nothing: {bool(free_empty)}")
 
-    def admit(self, entries: Sequence[Prefilled]) -> None:
-        """Append one row per prefilled prompt (right-aligned at the batch's current width)."""
-        import torch
-        import torch.nn.functional as F
+    def admit(self, entries: Sequence[Prefilled]) -> list[int]:
+        """Copy each prefilled prompt into a free slot (right-aligned before column ``w``); return the slots."""
+        import heapq
 
         if not entries:
-            return
-        width = max(self.width, max(e.length for e in entries))
-        lengths = torch.tensor([e.length for e in entries], device=self.device)
-        new_keys = [torch.stack([F.pad(e.keys[layer], (0, 0, width - e.length, 0)) for e in entries])
-                    for layer in range(len(entries[0].keys))]
-        new_values = [torch.stack([F.pad(e.values[layer], (0, 0, width - e.length, 0)) for e in entries])
-                      for layer in range(len(entries[0].values))]
-        new_mask = (torch.arange(width, device=self.device)[None, :] >= (width - lengths)[:, None]).long()
-        new_logits = torch.stack([e.logits for e in entries])
+            return []
         if self.mask is None:
-            self.keys, self.values, self.mask, self.pos, self.logits = new_keys, new_values, new_mask, lengths, new_logits
-        else:
+            self._allocate(entries[0])
+        slots = []
+        if self.live:
             self.events["joined_running_batch"] += len(entries)
-            grow = width - self.width
-            self.keys = [torch.cat([F.pad(k, (0, 0, grow, 0)), nk]) for k, nk in zip(self.keys, new_keys)]
-            self.values = [torch.cat([F.pad(v, (0, 0, grow, 0)), nv]) for v, nv in zip(self.values, new_values)]
-            self.mask = torch.cat([F.pad(self.mask, (grow, 0)), new_mask])
-            self.pos = torch.cat([self.pos, lengths])
-            self.logits = torch.cat([self.logits, new_logits])
+        for e in entries:
+            if self.free:
+                slot = heapq.heappop(self.free)
+            else:
+                slot, self.used = self.used, self.used + 1
+            lo = self.w - e.length
+            for k, ek in zip(self.keys, e.keys):
+                k[slot, :, lo:self.w] = ek
+            for v, ev in zip(self.values, e.values):
+                v[slot, :, lo:self.w] = ev
+            self.mask[slot] = 0
+            self.mask[slot, lo:self.w] = 1
+            self.pos[slot] = e.length
+            self.logits[slot] = e.logits
+            slots.append(slot)
         self.check()
+        return slots
 
-    def keep(self, rows: Any) -> None:
-        """Keep only ``rows`` (a long tensor of row indices, in order), then trim unused leading columns."""
-        if rows.numel() == 0:
-            self.keys, self.values, self.mask, self.pos, self.logits = [], [], None, None, None
-            return
-        self.keys = [k.index_select(0, rows) for k in self.keys]
-        self.values = [v.index_select(0, rows) for v in self.values]
-        self.mask, self.pos, self.logits = (self.mask.index_select(0, rows), self.pos.index_select(0, rows),
-                                            self.logits.index_select(0, rows))
-        first = int(self.mask.any(0).long().argmax())  # the first column some row attends to
-        if first:
-            self.events["trimmed_columns"] += first
-            self.keys = [k[:, :, first:] for k in self.keys]
-            self.values = [v[:, :, first:] for v in self.values]
-            self.mask = self.mask[:, first:]
+    def release(self, slots: Sequence[int]) -> dict[int, int]:
+        """Free the slots of finished rows; return how surviving rows moved (old slot -> new slot)
+        when so many slots were free that the live rows were packed to the front."""
+        import heapq
+
+        for s in slots:
+            self.mask[s] = 0
+            heapq.heappush(self.free, s)
+        while self.used and self.free and max(self.free) == self.used - 1:  # drop free slots at the top
+            self.free.remove(self.used - 1)
+            heapq.heapify(self.free)
+            self.used -= 1
+        moved: dict[int, int] = {}
+        if self.free and len(self.free) * 4 > self.used:
+            moved = self._pack_rows()
         self.check()
+        return moved
+
+    def _pack_rows(self) -> dict[int, int]:
+        import torch
+
+        free = set(self.free)
+        live = [r for r in range(self.used) if r not in free]
+        index = torch.tensor(live, dtype=torch.long, device=self.device)
+        n = len(live)
+        for buf in (*self.keys, *self.values):
+            buf[:n] = buf.index_select(0, index)
+        for t in (self.mask, self.pos, self.logits):
+            t[:n] = t.index_select(0, index)
+        self.mask[n:self.used] = 0
+        self.used, self.free = n, []
+        self.events["row_moves"] += n
+        return {old: new for new, old in enumerate(live) if old != new}
+
+    def _move_columns_left(self) -> None:
+        """Shift every row's columns left, towards the first column any live row attends to, keeping
+        room for the longest prompt before the write column."""
+        first = int(self.mask[:self.used].any(0).long().argmax()) if self.live else self.w
+        shift = min(first, self.w - self.first_column)
+        if shift <= 0:
+            raise RuntimeError("decode batch: no free column left; a row is longer than the buffers allow")
+        n = self.w - shift
+        for buf in (*self.keys, *self.values):
+            buf[:self.used, :, :n] = buf[:self.used, :, shift:self.w].clone()
+        self.mask[:self.used, :n] = self.mask[:self.used, shift:self.w].clone()
+        self.mask[:self.used, n:] = 0
+        self.w = n
+        self.events["column_moves"] += 1
 
     def advance(self, tokens: Any) -> None:
-        """Feed one token per row; the model's logits for the next step replace ``self.logits``."""
-        import torch
-        from transformers import DynamicCache
-
-        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
-        cache = DynamicCache(ddp_cache_data=list(zip(self.keys, self.values)), config=self.model.config)
-        out = self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=self.pos[:, None],
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
-        self.logits = out.logits[:, -1].float()
-        layers = cache_layers(out.past_key_values)
-        self.keys, self.values = [k for k, _ in layers], [v for _, v in layers]
-        self.pos = self.pos + 1
+        """Feed one token per forwarded row (``[used]``, anything for free slots); write the new column
+        in place and keep the next-token logits."""
+        if self.w >= self.columns:
+            self._move_columns_left()
+        used, w = self.used, self.w
+        self.mask[:used, w] = 1  # every row attends to its new token (a free row to that alone: no empty softmax)
+        cache = self._cache_cls(self.keys, self.values, used, w)
+        out = self.model(input_ids=tokens[:, None], attention_mask=self.mask[:used, :w + 1],
+                         position_ids=self.pos[:used, None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        self.logits[:used] = out.logits[:, -1].float()
+        if self.free:
+            self.mask[sorted(self.free), w] = 0
+        self.w = w + 1
+        self.pos[:used] += 1
         self.check()

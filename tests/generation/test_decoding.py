@@ -175,15 +175,16 @@ def test_same_seed_same_outputs_other_seed_other_outputs(tiny_lm):
 
 
 def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
-    """Top-k 1: the batched core (a 7-row budget that forces admission into a running batch and
-    trimming of columns) and DINO's one-at-a-time loop give the same outputs, every one."""
+    """Top-k 1: the batched core (a 7-row budget and 2 spare columns that force admission into a
+    running batch, packing of rows and moving of columns) and DINO's one-at-a-time loop give the
+    same outputs, every one."""
     sampling = SamplingConfig(top_k=1, max_new_tokens=12)
     reqs = [DecodeRequest(r.prompt, r.counter_prompts, 1) for r in make_requests(8)]
     with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 3.0, triggers="aeiou"):
-        dec = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=7)
+        dec = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=7, spare_columns=2)
         core = dec.decode(reqs, seed=0)
         ref = reference_decode(tiny_lm.model, tiny_lm.tokenizer, reqs, sampling, seed=0)
-    assert dec.stats["joined_running_batch"] > 0 and dec.stats["trimmed_columns"] > 0
+    assert dec.stats["joined_running_batch"] > 0 and dec.stats["column_moves"] > 0 and dec.stats["row_moves"] > 0
     assert len({len(tokenize(tiny_lm.tokenizer, [r.prompt])[0]) for r in reqs}) >= 4  # prompts of different lengths
     pairs = [((c[0].accepted, c[0].text if c[0].accepted else None), (r[0].accepted, r[0].text if r[0].accepted else None))
              for c, r in zip(core, ref)]
@@ -224,9 +225,9 @@ def test_every_sampled_token_is_rederived_from_an_uncached_forward_pass(tiny_lm)
     reqs = make_requests(5)
     model, tok = tiny_lm.model, tiny_lm.tokenizer
     with QuoteBias(model, tok, 1.0):
-        dec = DebiasedDecoder(model, tok, sampling, max_rows=7)
+        dec = DebiasedDecoder(model, tok, sampling, max_rows=7, spare_columns=2)
         results = dec.decode(reqs, seed=11)
-        assert dec.stats["joined_running_batch"] > 0 and dec.stats["trimmed_columns"] > 0
+        assert dec.stats["joined_running_batch"] > 0 and dec.stats["column_moves"] > 0 and dec.stats["row_moves"] > 0
         assert check_rederived(model, tok, reqs, results, sampling, dec.blocked_ids()) > 50
 
 
@@ -325,10 +326,36 @@ def test_a_curly_quote_spec_closes_with_the_curly_closing_quote(tmp_path):
 
 
 def test_active_batch_checks_its_invariant(tiny_lm):
-    batch = ActiveBatch(tiny_lm.model, torch.device("cpu"))
-    batch.mask = torch.ones(2, 5, dtype=torch.long)
-    batch.keys = [torch.zeros(2, 2, 5, 8), torch.zeros(2, 2, 4, 8)]
-    batch.values = [torch.zeros(2, 2, 5, 8), torch.zeros(2, 2, 5, 8)]
-    batch.pos, batch.logits = torch.zeros(2), torch.zeros(2, 3)
+    from dsgen.generation.batch import PromptBank
+
+    bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'])
+    batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.max_length + 5,
+                        first_column=bank.max_length)
+    slots = batch.admit([bank['Say "'], bank['Tell me "'], bank['Say "'], bank['Tell me "']])
+    assert slots == [0, 1, 2, 3] and batch.live == 4
+    with torch.inference_mode():
+        batch.advance(torch.tensor([5, 6, 7, 8]))
+    assert batch.release([1]) == {} and batch.free == [1] and batch.rows == 4
+    batch.check()
+    batch.mask[1, batch.w - 1] = 1  # a free row that attends to something
     with pytest.raises(RuntimeError, match="out of step"):
         batch.check()
+    batch.mask[1] = 0
+    batch.mask[2, batch.w - 1] = 0  # a live row that lost its last column
+    with pytest.raises(RuntimeError, match="out of step"):
+        batch.check()
+
+
+def test_candidate_sampler_equals_the_transformers_warpers():
+    """Top-k then top-p on the k candidates is the distribution of transformers' TopK + TopP warpers."""
+    from transformers import LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, 300) * 3
+    rows = torch.arange(6)
+    none = torch.tensor([], dtype=torch.long)
+    for k, p in ((5, 0.9), (5, 1.0), (50, 0.9), (1, 0.5)):
+        ours = TokenSampler(SamplingConfig(top_k=k, top_p=p, decay_constant=0), [], torch.Generator())
+        warpers = LogitsProcessorList([TopKLogitsWarper(top_k=k)] + ([TopPLogitsWarper(top_p=p)] if p < 1 else []))
+        expected = torch.softmax(warpers(None, torch.log_softmax(logits, -1)), -1)
+        assert torch.allclose(ours.distribution(logits, rows, none, none), expected, atol=1e-6)
