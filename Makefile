@@ -6,7 +6,7 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install run test test-fast regress bench clean
+.PHONY: install run test test-fast regress bench claims clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,11 @@ test-fast: install
 # CI regression of benchmark scores: rerun the smoke preset, compare with results/baseline/smoke.json.
 regress: install
 	$(DSGEN) regress --preset smoke
+
+# The papers' claims on the raw-encoder CPU preset (every method, 3 seeds), published to results/cpu/.
+claims: install
+	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random rise-dino gense gense-no-filter human base --preset cpu --publish results --name compare-all
+	$(DSGEN) claims --preset cpu --publish results
 
 bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json

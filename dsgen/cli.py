@@ -144,9 +144,12 @@ def eval_cmd(
     slug = model.strip("/").replace("/", "__").replace(":", "_")
     path = json_out or Path("runs") / "eval" / f"{slug}.json"
     check_writable_target(path)
+    from dsgen.data.sts import using_data_dir
+
     evaluator = StsEvaluator(names, data_dir, batch_size, preprocess=preprocess)
     evaluator.pairs  # fail on bad data before loading the model
-    result = evaluator.evaluate(load_encoder(model, device), name=model)
+    with using_data_dir(data_dir):
+        result = evaluator.evaluate(load_encoder(model, device), name=model)
     result.extra["evaluation_data"] = {"fingerprint": evaluator.fingerprint(), "preprocess": preprocess}
     result.save(path)
     console = _console()

@@ -1,18 +1,26 @@
 """A causal LM as a raw sentence encoder: the untrained encoder the papers' effects show on.
 
 No raw BERT or RoBERTa ships in any installable package, so the raw pretrained encoder
-available offline is one of the embedded causal LMs (optionally only its first layers) with
-mean pooling, built as a sentence-transformers model:
+available offline is one of the embedded causal LMs (its first layers), mean-pooled, built as
+a sentence-transformers model::
 
-    Transformer (the LM's first ``layers`` blocks) -> [final norm per token] -> Pooling -> [standardise]
+    Transformer (the LM's first ``layers`` blocks + its final norm) -> Pooling -> Standardize
 
 A spec names it in one string, usable wherever an encoder is asked for (``--encoder``, a
 preset's ``[training] encoder``)::
 
-    lm:<causal LM name>?layers=6&pooling=mean&token_norm=1&freeze_embeddings=1
+    lm:<causal LM name>?layers=6&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1
 
-and aliases (:data:`ENCODER_ALIASES`) name the specs dsgen's presets use. Tables name an
-encoder by its alias and show the spec it resolves to (:func:`describe_encoder`).
+and :data:`ENCODER_ALIASES` name the specs the presets use. Tables name an encoder by its alias
+and the spec it resolves to (:func:`describe_encoder`).
+
+Why these parts (measured on STS benchmark test, README "Encoders"): the hidden states of a
+truncated LM are dominated by a few huge dimensions, so two random sentences have cosine ~0.9
+and a cosine-regression loss barely moves them. ``standardize`` subtracts the mean and divides
+by the standard deviation of each embedding dimension, with statistics of the first
+:data:`STATS_SENTENCES` STS benchmark train sentences (the generation inputs' source; no labels
+are used), fixed buffers that make cosines informative from the start. ``freeze_embeddings``
+keeps the 49k x 576 token-embedding matrix out of AdamW (most of a step's time otherwise).
 """
 
 from __future__ import annotations
@@ -24,11 +32,15 @@ from dsgen.errors import DsgenError
 
 PREFIX = "lm:"
 POOLINGS = ("mean", "mean-skip-first", "last")
+STATS_SOURCE = "stsb-train"
+STATS_SENTENCES = 2000
 
 # alias -> spec (see the README's "Encoders" section for how these were chosen)
 ENCODER_ALIASES: dict[str, str] = {
-    "smollm2-l6": "lm:smollm2-135m?layers=6&pooling=mean&token_norm=1&freeze_embeddings=1",
+    "smollm2-l6": "lm:smollm2-135m?layers=6&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
+    "smollm2-l4": "lm:smollm2-135m?layers=4&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
 }
+OPTIONS = ("layers", "pooling", "token_norm", "standardize", "freeze_embeddings")
 
 
 @dataclass(frozen=True)
@@ -38,18 +50,18 @@ class CausalEncoderSpec:
     Args:
         base: the LM (alias, ``.gguf`` file, directory or Hub id), as for generators.
         layers: keep only its first ``layers`` transformer blocks (0: all).
-        pooling: ``mean`` over tokens, ``mean-skip-first`` (the first position is an attention
-            sink in causal LMs and carries huge activations), or ``last`` token.
-        token_norm: apply the LM's own final normalisation to every token state before pooling
-            (a truncated LM's hidden states are otherwise dominated by a few huge dimensions).
-        freeze_embeddings: keep the token-embedding matrix fixed in training (49k-262k rows that
-            AdamW would otherwise update every step).
+        pooling: ``mean`` over tokens, ``mean-skip-first`` (without the first position, an attention
+            sink in causal LMs), or ``last`` token.
+        token_norm: keep the LM's final norm on the token states (off: the raw residual stream).
+        standardize: per-dimension standardisation of the pooled embedding (module docstring).
+        freeze_embeddings: keep the token-embedding matrix fixed in training.
     """
 
     base: str
     layers: int = 0
     pooling: str = "mean"
-    token_norm: bool = False
+    token_norm: bool = True
+    standardize: bool = False
     freeze_embeddings: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,7 +69,7 @@ class CausalEncoderSpec:
 
     def to_string(self) -> str:
         opts = [f"layers={self.layers}", f"pooling={self.pooling}", f"token_norm={int(self.token_norm)}",
-                f"freeze_embeddings={int(self.freeze_embeddings)}"]
+                f"standardize={int(self.standardize)}", f"freeze_embeddings={int(self.freeze_embeddings)}"]
         return f"{PREFIX}{self.base}?{'&'.join(opts)}"
 
 
@@ -78,13 +90,12 @@ def parse_encoder_spec(name: str) -> CausalEncoderSpec | None:
             if value not in POOLINGS:
                 raise DsgenError(f"encoder spec '{name}': pooling must be one of {', '.join(POOLINGS)} (got '{value}')")
             fields[key] = value
-        elif key in ("token_norm", "freeze_embeddings"):
+        elif key in OPTIONS:
             fields[key] = bool(_int(name, key, value))
         else:
             from dsgen.suggest import did_you_mean
 
-            known = ["layers", "pooling", "token_norm", "freeze_embeddings"]
-            raise DsgenError(f"encoder spec '{name}': unknown option '{key}'{did_you_mean(key, known)}")
+            raise DsgenError(f"encoder spec '{name}': unknown option '{key}'{did_you_mean(key, OPTIONS)}")
     return CausalEncoderSpec(base, **fields)
 
 
@@ -103,40 +114,70 @@ def describe_encoder(name: str) -> str:
     spec = parse_encoder_spec(name)
     if spec is None:
         return name
-    return f"{name} ({spec.to_string()})" if name in ENCODER_ALIASES else spec.to_string()
+    return f"{name} = {spec.to_string()}" if name in ENCODER_ALIASES else spec.to_string()
+
+
+def stats_sentences() -> list[str]:
+    """The sentences whose embedding statistics standardise an encoder (no labels)."""
+    from dsgen.data.inputs import load_inputs
+
+    return load_inputs(STATS_SOURCE, STATS_SENTENCES)
+
+
+def fingerprint_extra(spec: CausalEncoderSpec) -> dict[str, Any]:
+    """What besides the spec and the base model determines the encoder: the statistics' sentences."""
+    if not spec.standardize:
+        return {}
+    from dsgen.artifacts import stable_hash
+
+    return {"stats": {"source": STATS_SOURCE, "sentences": stable_hash(stats_sentences())}}
+
+
+_STATS: dict[str, Any] = {}  # statistics per (spec, base fingerprint, sentences) for this process
 
 
 def build_encoder(spec: CausalEncoderSpec, device: str) -> Any:
     """The sentence-transformers model of a spec (weights from the LM's plain checkpoint)."""
+    import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-    from sentence_transformers.base.modules.transformer import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
     from dsgen.models import lm_source
 
     source, _, local_only = lm_source(spec.base)
     config = {"num_hidden_layers": spec.layers} if spec.layers else {}
     try:
-        transformer = Transformer(source, config_kwargs=config, model_kwargs={"local_files_only": local_only},
-                                  processor_kwargs={"local_files_only": local_only})
+        # Text only: otherwise sentence-transformers wraps every sentence in an instruct model's chat template.
+        transformer = Transformer(source, config_kwargs=config, model_kwargs={"dtype": torch.float32}, max_seq_length=128,
+                                  processor_kwargs={"local_files_only": local_only},
+                                  modality_config={"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+                                  module_output_name="token_embeddings")
     except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load encoder base '{spec.base}': {str(exc).splitlines()[0]}") from None
     tok = transformer.tokenizer
+    tok.padding_side = "right"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    modules: list[Any] = [transformer]
-    if spec.token_norm:
-        modules.append(FinalNorm.from_transformer(transformer))
-    dim = transformer.get_embedding_dimension()
-    if spec.pooling == "last":
-        modules.append(Pooling(dim, pooling_mode="lasttoken"))
-    elif spec.pooling == "mean-skip-first":
-        modules.append(SkipFirstMeanPooling())
-    else:
-        modules.append(Pooling(dim, pooling_mode="mean"))
-    model = SentenceTransformer(modules=modules, device=device)
+    if not spec.token_norm:
+        transformer.model.norm = torch.nn.Identity()
     if spec.freeze_embeddings:
-        transformer.auto_model.get_input_embeddings().weight.requires_grad_(False)
+        transformer.model.get_input_embeddings().weight.requires_grad_(False)
+    dim = transformer.model.config.hidden_size
+    pooling = {"mean": Pooling(dim, pooling_mode="mean"), "last": Pooling(dim, pooling_mode="lasttoken"),
+               "mean-skip-first": SkipFirstMeanPooling()}[spec.pooling]
+    model = SentenceTransformer(modules=[transformer, pooling], device=device)
+    if spec.standardize:
+        from dsgen.artifacts import stable_hash
+        from dsgen.models import model_fingerprint
+
+        sentences = stats_sentences()
+        key = stable_hash([spec.to_dict(), model_fingerprint(spec.base), sentences])
+        if key not in _STATS:
+            with torch.inference_mode():
+                emb = model.encode(sentences, batch_size=64, convert_to_tensor=True).float().cpu()
+            _STATS[key] = (emb.mean(0), emb.std(0) + 1e-6)
+        mean, std = _STATS[key]
+        model.append(Standardize(mean, std).to(device))
     return model
 
 
@@ -146,52 +187,48 @@ def _module_base() -> type:
     return Module
 
 
-class FinalNorm(_module_base()):  # type: ignore[misc]
-    """The LM's final normalisation (RMSNorm / LayerNorm) applied to every token state, a copy of
-    its weights trained with the encoder."""
+class Standardize(_module_base()):  # type: ignore[misc]
+    """``(x - mean) / std`` per dimension of the sentence embedding, with fixed statistics (buffers)."""
 
-    config_keys: list[str] = []
+    config_keys: list[str] = ["dim"]
 
-    def __init__(self, norm: Any = None) -> None:
+    def __init__(self, mean: Any = None, std: Any = None, dim: int | None = None) -> None:
+        import torch
+
         super().__init__()
-        self.norm = norm
-
-    @classmethod
-    def from_transformer(cls, transformer: Any) -> "FinalNorm":
-        import copy
-
-        base = transformer.auto_model
-        norm = getattr(base, "norm", None) or getattr(getattr(base, "model", None), "norm", None)
-        if norm is None:
-            raise DsgenError("token_norm: this language model has no final norm layer to apply")
-        return cls(copy.deepcopy(norm))
+        self.dim = int(dim if dim is not None else mean.shape[0])
+        self.register_buffer("mean", mean.clone() if mean is not None else torch.zeros(self.dim))
+        self.register_buffer("std", std.clone() if std is not None else torch.ones(self.dim))
 
     def forward(self, features: dict[str, Any]) -> dict[str, Any]:
-        features["token_embeddings"] = self.norm(features["token_embeddings"])
+        features["sentence_embedding"] = (features["sentence_embedding"] - self.mean) / self.std
         return features
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
-        import torch
-
-        torch.save(self.norm, f"{output_path}/norm.pt")
+        self.save_config(output_path)
+        self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(cls, model_name_or_path: str = "", **kwargs: Any) -> "FinalNorm":
-        import torch
-
-        return cls(torch.load(f"{model_name_or_path}/norm.pt", weights_only=False))
+    def load(cls, model_name_or_path: str = "", **kwargs: Any) -> "Standardize":
+        config = cls.load_config(model_name_or_path=model_name_or_path, **{k: v for k, v in kwargs.items()
+                                                                            if k in ("subfolder", "token", "cache_folder",
+                                                                                     "revision", "local_files_only")})
+        module = cls(dim=config["dim"])
+        return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module,
+                                      **{k: v for k, v in kwargs.items() if k in ("subfolder", "token", "cache_folder",
+                                                                                 "revision", "local_files_only")})
 
 
 class SkipFirstMeanPooling(_module_base()):  # type: ignore[misc]
-    """Mean over the real tokens of each sentence except its first position."""
+    """Mean over the real tokens of each sentence except its first position (right padding)."""
 
     config_keys: list[str] = []
 
     def forward(self, features: dict[str, Any]) -> dict[str, Any]:
-        tokens, mask = features["token_embeddings"], features["attention_mask"].clone()
-        first = mask.float().argmax(dim=1)  # the first real position (left or right padding)
-        mask[mask.new_tensor(range(mask.shape[0])), first] = 0
-        mask = mask.unsqueeze(-1).to(tokens.dtype)
+        tokens, mask = features["token_embeddings"], features["attention_mask"].unsqueeze(-1).to(
+            features["token_embeddings"].dtype).clone()
+        if mask.shape[1] > 1:
+            mask[:, :1] = 0
         features["sentence_embedding"] = (tokens * mask).sum(1) / mask.sum(1).clamp_min(1.0)
         return features
 

@@ -184,11 +184,11 @@ def model_fingerprint(name: str) -> dict[str, Any]:
             return {"model": name, "package": m.distribution, "version": version(m.distribution)}
         except PackageNotFoundError:
             return {"model": name, "package": m.distribution, "version": None}
-    from dsgen.encoders import parse_encoder_spec
+    from dsgen.encoders import fingerprint_extra, parse_encoder_spec
 
     spec = parse_encoder_spec(name)
     if spec is not None:
-        return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base)}
+        return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base), **fingerprint_extra(spec)}
     path = Path(name)
     if path.is_file():
         st = path.stat()

@@ -105,7 +105,10 @@ class Runner:
         return self._evaluators[key]
 
     def run_key(self, plan: RunPlan) -> str:
-        return plan.key(self.evaluator(plan).fingerprint())
+        from dsgen.data.sts import using_data_dir
+
+        with using_data_dir(self.data_dir):
+            return plan.key(self.evaluator(plan).fingerprint())
 
     def cached_result(self, plan: RunPlan, key: str) -> Result | None:
         path = self.result_path(plan)
@@ -191,6 +194,12 @@ class Runner:
     # -- one run -------------------------------------------------------------------------------
     def run(self, plan: RunPlan) -> Result:
         """Run one plan (or return its cached result) and write the result file."""
+        from dsgen.data.sts import using_data_dir
+
+        with using_data_dir(self.data_dir):
+            return self._run(plan)
+
+    def _run(self, plan: RunPlan) -> Result:
         from dsgen.reweighting.base import ReweightContext
 
         evaluator = self.evaluator(plan)

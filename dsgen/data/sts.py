@@ -8,6 +8,8 @@ Loaders check pair counts and stop with the file and line of anything malformed.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +49,24 @@ class PairSet:
         self.scores += other.scores
 
 
+_DEFAULT: list[str | Path | None] = [None]
+
+
+@contextmanager
+def using_data_dir(path: str | Path | None) -> Iterator[None]:
+    """Within the block, :func:`data_dir` without an explicit folder means ``path`` (when given): a
+    run's ``--data-dir`` then also reaches what reads data on its own (an encoder's statistics)."""
+    _DEFAULT.append(path or _DEFAULT[-1])
+    try:
+        yield
+    finally:
+        _DEFAULT.pop()
+
+
 def data_dir(explicit: str | Path | None = None) -> Path:
-    """The local data directory, or the Hub cache when none is given and the Hub is reachable."""
-    chosen = explicit or os.environ.get(ENV_VAR)
+    """The local data directory (``explicit``, else the run's, else ``$DSGEN_DATA_DIR``), or the Hub
+    cache when none is given and the Hub is reachable."""
+    chosen = explicit or _DEFAULT[-1] or os.environ.get(ENV_VAR)
     if chosen:
         path = Path(chosen)
         if not path.is_dir():

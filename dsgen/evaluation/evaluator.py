@@ -28,12 +28,16 @@ def encode_bucketed(model: Any, texts: list[str], token_budget: int = TOKEN_BUDG
     of about ``token_budget`` padded tokens: short sentences go many to a batch, long ones few,
     and almost no position is padding. Each sentence's embedding does not depend on its batch
     (attention masks keep padding out), so the scores equal those of any other batching.
+    An encoder without a ``tokenizer`` (any object with a sentence-transformers style
+    ``encode``) gets all texts in one call.
     """
     import torch
 
     if not texts:
         return torch.zeros(0)
-    tok = model.tokenizer
+    tok = getattr(model, "tokenizer", None)
+    if tok is None:
+        return model.encode(texts, batch_size=max_batch, convert_to_tensor=True)
     lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
     batches: list[list[int]] = [[]]
