@@ -166,7 +166,7 @@ class RunPlan:
 
     def models(self) -> list[str]:
         """Every model name the run uses (their fingerprints go into the run key)."""
-        names = [g.generator for g in (self.generation, self.x1_generation) if g is not None]
+        names = [g.generator for g in (self.generation, self.x1_generation) if hasattr(g, "generator")]
         if self.reweighter is not None:
             names += list(self.reweighter.models(self))
         names.append(self.encoder)
@@ -233,9 +233,11 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         plan.encoder = ov.encoder or preset.training.get("encoder", "minilm-l6")
         plan.origins["encoder"] = {"name": "command line" if ov.encoder else "preset" if "encoder" in preset.training
                                    else "default"}
-    plan.evaluation = {"tasks": list(preset.tasks), "preprocess": ov.preprocess or preset.preprocess}
+    plan.evaluation = {"tasks": list(preset.tasks), "preprocess": ov.preprocess or preset.preprocess,
+                       "dtype": preset.eval_dtype}
     plan.origins["evaluation"] = {"tasks": "preset", "preprocess": "command line" if ov.preprocess else
-                                  "preset" if preset.preprocess != "raw" else "default"}
+                                  "preset" if preset.preprocess != "raw" else "default",
+                                  "dtype": "preset" if preset.eval_dtype != "float32" else "default"}
     if method.size_of:
         if method.size_of == method.name or plan.generation is None or "n_pairs" not in plan.generation.field_names():
             raise DsgenError(f"method '{method.name}': size_of needs a generator with an n_pairs setting and "

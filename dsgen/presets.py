@@ -35,6 +35,9 @@ class Preset(Config):
         tasks: evaluation tasks.
         preprocess: evaluation text convention: ``raw`` (MTEB's, the files as released) or
             ``senteval`` (SentEval's Moses tokenisation and lower-casing, GenSE's convention).
+        eval_dtype: weights the evaluation encodes with: ``float32`` (default, the papers') or
+            ``bfloat16`` (an opt-in: about 2.4x faster on CPUs with AMX, scores within about 0.05;
+            the trained model itself stays float32).
         generation / training / reweighting: fields of ``GenerationConfig``, of the trainer's
             config and of the reweighter's config that set scale (model, batch size, device).
     """
@@ -48,6 +51,7 @@ class Preset(Config):
     x1_entries_per_label: int = 100
     tasks: list[str] = field(default_factory=list)
     preprocess: str = "raw"
+    eval_dtype: str = "float32"
     generation: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +88,8 @@ def load_preset(name: str) -> Preset:
     for t in preset.tasks:
         TASKS.get(t)
     check_preprocess(preset.preprocess)
+    if preset.eval_dtype not in ("float32", "bfloat16"):
+        raise DsgenError(f"preset {name}: eval_dtype must be float32 or bfloat16, not '{preset.eval_dtype}'")
     return preset
 
 

@@ -99,9 +99,10 @@ class Runner:
         from dsgen.evaluation.evaluator import StsEvaluator
 
         ev = plan.evaluation
-        key = (tuple(ev["tasks"]), ev["preprocess"])
+        key = (tuple(ev["tasks"]), ev["preprocess"], ev["dtype"])
         if key not in self._evaluators:
-            self._evaluators[key] = StsEvaluator(list(ev["tasks"]), self.data_dir, preprocess=ev["preprocess"])
+            self._evaluators[key] = StsEvaluator(list(ev["tasks"]), self.data_dir, preprocess=ev["preprocess"],
+                                                 dtype=ev["dtype"])
         return self._evaluators[key]
 
     def run_key(self, plan: RunPlan) -> str:
@@ -211,7 +212,7 @@ class Runner:
         method = plan.method
         extra: dict[str, Any] = {"run_key": key, "plan": plan.to_dict(), "origins": plan.origins,
                                  "evaluation_data": {"fingerprint": evaluator.fingerprint(), "root": str(evaluator.root),
-                                                     "preprocess": evaluator.preprocess}}
+                                                     "preprocess": evaluator.preprocess, "dtype": evaluator.dtype}}
         data = self.training_data(plan)
         extra.update(data.extra)
         timings = dict(data.timings)

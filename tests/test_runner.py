@@ -192,6 +192,9 @@ def test_human_reference_row_trains_on_as_many_human_pairs(setup, tmp_path):
     assert human.extra["size_of"] == {"method": "mock-dino", "pairs": len(ref.train) + len(ref.validation)}
     assert len(human.train) + len(human.validation) == len(ref.train) + len(ref.validation)
     assert all(0 <= p.label <= 1 for p in human.train) and len({p.label for p in human.train}) > 10
+    plan = plan_run("mock-human", preset, 1)
+    assert plan.models() == [plan.encoder]  # no generator: the key covers the encoder only
+    assert runner.run_key(plan) != runner.run_key(plan_run("mock-dino", preset, 1))
 
 
 def test_gense_pipeline_and_a_filter_that_keeps_nothing(setup, tmp_path):

@@ -47,6 +47,14 @@ class Result:
     schema_version: int = SCHEMA_VERSION
     predictions: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        # Predictions are stored as float32; holding them so in memory makes a fresh result equal to
+        # the same result read back (same-pairs check, bootstrap intervals of a rerun from cache).
+        if self.predictions:
+            import numpy as np
+
+            self.predictions = {k: np.asarray(v, dtype=np.float32) for k, v in self.predictions.items()}
+
     @property
     def average(self) -> float:
         return round(sum(t.spearman for t in self.tasks.values()) / len(self.tasks), 4) if self.tasks else float("nan")
@@ -68,7 +76,7 @@ class Result:
             from dsgen.artifacts import atomic_open
 
             buf = io.BytesIO()
-            np.savez_compressed(buf, **{k: np.asarray(v, dtype=np.float32) for k, v in self.predictions.items()})
+            np.savez_compressed(buf, **self.predictions)
             with atomic_open(predictions_path(path), "wb") as fh:
                 fh.write(buf.getvalue())
         write_json(path, self.to_dict())

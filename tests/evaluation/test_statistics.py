@@ -51,9 +51,17 @@ def test_seed_t_interval_by_hand():
 
 
 def result(method, seed, score, gold, pred):
-    r = Result("enc", {"sts16": TaskScore(score, score, len(gold))}, method=method, seed=seed)
-    r.predictions = {"sts16": np.asarray(pred), "sts16:gold": np.asarray(gold)}
-    return r
+    return Result("enc", {"sts16": TaskScore(score, score, len(gold))}, method=method, seed=seed,
+                  predictions={"sts16": np.asarray(pred), "sts16:gold": np.asarray(gold)})
+
+
+def test_a_fresh_result_compares_with_the_same_result_read_back(tmp_path):
+    gold = np.array([4.4, 0.8, 3.6, 3.4, 1.4])  # float64 in memory, float32 on disk
+    fresh = result("a", 1, 70.0, gold, gold / 5)
+    again = Result.load(fresh.save(tmp_path / "a.json"))
+    again.predictions = Result.load_predictions(tmp_path / "a.json")  # as the runner reads a cached result
+    cmp = Comparison(["a", "b"], ["sts16"], {"a": [again], "b": [result("b", 1, 71.0, gold, gold[::-1])]}, n_boot=10)
+    assert cmp.pair_diffs["b"]["avg"].point == pytest.approx(1.0)
 
 
 def test_comparison_checks_same_pairs_and_states_its_resamples():

@@ -157,3 +157,17 @@ def test_minilm_reproduces_mteb_scores(sts_data_dir):
     got = {t: round(v, 2) for t, v in exact.items() if t != "sts14"}
     assert got == {t: v for t, v in MTEB_MINILM_L6.items() if t != "sts14"}, exact
     assert abs(exact["sts14"] - MTEB_MINILM_L6["sts14"]) <= 0.01, exact
+
+
+def test_bfloat16_evaluation_is_close_and_leaves_the_model_float32(sts_data_dir, tiny_encoder_dir):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_encoder_dir), device="cpu")
+    full = StsEvaluator(["sts16"], sts_data_dir).evaluate(model)
+    half = StsEvaluator(["sts16"], sts_data_dir, dtype="bfloat16").evaluate(model)
+    assert next(model.parameters()).dtype == torch.float32
+    assert half.tasks["sts16"].spearman == pytest.approx(full.tasks["sts16"].spearman, abs=1.0)
+    assert half.tasks["sts16"].spearman != full.tasks["sts16"].spearman  # it did encode in bfloat16
+    with pytest.raises(DsgenError, match="unknown dtype"):
+        StsEvaluator(["sts16"], sts_data_dir, dtype="float8")
