@@ -37,8 +37,8 @@ regress: install
 
 # The papers' claims on the raw-encoder CPU preset (every method, 3 seeds), published to results/cpu/.
 claims: install
-	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random rise-dino gense gense-no-filter human base --preset cpu --publish results --name compare-all
-	$(DSGEN) claims --preset cpu --publish results
+	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random gense gense-no-filter human base --preset cpu --out runs/cpu --publish results
+	$(DSGEN) claims --preset cpu --out runs/cpu --publish results
 
 bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json

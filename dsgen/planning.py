@@ -85,9 +85,11 @@ def check_preset_keys(preset: Preset) -> None:
     from dsgen.reweighting.base import REWEIGHTERS
     from dsgen.training.base import TRAINERS
 
+    from dsgen.data.postprocess import PostprocessConfig
     from dsgen.generation import GENERATORS
 
     sections = {"generation": {n: getattr(GENERATORS.get(n), "config_class", GenerationConfig) for n in GENERATORS.names()},
+                "postprocess": {"postprocess": PostprocessConfig},
                 "training": {n: TRAINERS.get(n).config_class for n in TRAINERS.names()},
                 "reweighting": {n: REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
     for section, classes in sections.items():
@@ -186,7 +188,9 @@ class RunPlan:
 
 
 def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrides | None = None) -> RunPlan:
-    """Resolve the configs of one run: defaults < preset < method < command line."""
+    """Resolve the configs of one run: defaults < preset < method < command line (postprocessing:
+    defaults < method < preset, so that a preset's control such as ``shuffle_labels`` applies to
+    every method)."""
     from dsgen.data.postprocess import PostprocessConfig
     from dsgen.generation.debiased import GenerationConfig
     from dsgen.reweighting.base import REWEIGHTERS
@@ -214,7 +218,7 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
                 {"entries_per_label": preset.x1_entries_per_label}, method.x1_generation)
         if method.postprocess is not None:
             plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
-                ("method", method.postprocess), ("seed", {"seed": seed})])
+                ("method", method.postprocess), ("preset", preset.postprocess), ("seed", {"seed": seed})])
     if method.reweighter:
         cls = REWEIGHTERS.get(method.reweighter)
         cfg, plan.origins["reweighter"] = resolve(cls.config_class, [

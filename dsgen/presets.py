@@ -40,6 +40,8 @@ class Preset(Config):
             the trained model itself stays float32).
         generation / training / reweighting: fields of ``GenerationConfig``, of the trainer's
             config and of the reweighter's config that set scale (model, batch size, device).
+        postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,
+            over the method's own (for controls such as ``shuffle_labels``).
     """
 
     name: str = ""
@@ -55,6 +57,7 @@ class Preset(Config):
     generation: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
+    postprocess: dict[str, Any] = field(default_factory=dict)
 
 
 def builtin_presets() -> list[str]:

@@ -9,6 +9,9 @@ a named option of :class:`PostprocessConfig`:
    marked ``source: random``;
 6. a train / validation split stratified by label (90 / 10), as DINO's training script does
    (``stratify=False``: one random split, for continuous labels such as human gold scores).
+7. ``shuffle_labels`` (a control, off in every method): permute the labels among all pairs
+   before the split, which keeps the sentences and the label mix but removes what the labels
+   say; a trained encoder should then gain nothing (``dsgen regress`` must notice it).
 
 The order is DINO's (``scripts/sts/postprocess_dataset.py``), except that DINO's script drops
 duplicates through a Python ``set`` (so which two x2 survive the cap depends on the hash seed);
@@ -35,6 +38,7 @@ class PostprocessConfig(Config):
     random_pairs_per_x1: int = 2
     validation_fraction: float = 0.1
     stratify: bool = True
+    shuffle_labels: bool = False
     seed: int = 42
 
 
@@ -71,6 +75,10 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
             for _ in range(cfg.random_pairs_per_x1):
                 augmented.append(Pair(x1, rng.choice(others).text_b, 0.0, None, {"source": "random"}))
         kept += augmented
+    if cfg.shuffle_labels:
+        labels = [p.label for p in kept]
+        rng.shuffle(labels)
+        kept = [Pair(p.text_a, p.text_b, y, p.weight, {**p.extra, "shuffled": True}) for p, y in zip(kept, labels)]
 
     by_label: dict[object, list[Pair]] = defaultdict(list)
     for p in kept:

@@ -36,3 +36,31 @@ def test_each_step_can_be_turned_off():
     train, val = postprocess(gen_pairs(), cfg)
     assert len(train) == len(gen_pairs()) and not val
     assert {p.label for p in train} == {1.0, 0.5, 0.0}
+
+
+def test_shuffled_labels_keep_the_pairs_and_the_label_mix_but_not_the_pairing():
+    plain, _ = postprocess(gen_pairs(), PostprocessConfig(seed=1, validation_fraction=0.0))
+    shuffled, _ = postprocess(gen_pairs(), PostprocessConfig(seed=1, validation_fraction=0.0, shuffle_labels=True))
+    assert Counter(p.label for p in shuffled) == Counter(p.label for p in plain)
+    assert {(p.text_a, p.text_b) for p in shuffled} == {(p.text_a, p.text_b) for p in plain}
+    label = {(p.text_a, p.text_b): p.label for p in plain}
+    moved = sum(label[(p.text_a, p.text_b)] != p.label for p in shuffled)
+    assert moved > len(plain) / 3 and all(p.extra["shuffled"] for p in shuffled)
+
+
+def test_a_preset_postprocess_control_applies_to_every_method_and_is_checked():
+    import pytest
+
+    from dsgen.errors import DsgenError
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+
+    preset = load_preset("smoke")
+    preset.postprocess = {"shuffle_labels": True}
+    for method in ("dino", "dino-no-smoothing", "human"):
+        plan = plan_run(method, preset, 1)
+        assert plan.postprocess.shuffle_labels and plan.origins["postprocess"]["shuffle_labels"] == "preset"
+    assert plan_run("dino", preset, 1).key("x") != plan_run("dino", load_preset("smoke"), 1).key("x")
+    preset.postprocess = {"shufle_labels": True}
+    with pytest.raises(DsgenError, match="did you mean 'shuffle_labels'"):
+        plan_run("dino", preset, 1)
