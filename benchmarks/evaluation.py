@@ -24,7 +24,7 @@ def run(model: str = "minilm-l6", tasks: str | None = "mteb", data_dir: str | No
         json_out: Path | None = None) -> dict[str, Any]:
     from dsgen.artifacts import write_json
     from dsgen.console import console as make_console
-    from dsgen.evaluation.evaluator import StsEvaluator, score_pairs
+    from dsgen.evaluation.evaluator import StsEvaluator, pair_cosines, score_cosine
     from dsgen.evaluation.tasks import parse_tasks
     from dsgen.models import load_encoder
 
@@ -44,8 +44,7 @@ def run(model: str = "minilm-l6", tasks: str | None = "mteb", data_dir: str | No
     start = time.perf_counter()
     emb = encoder.encode(distinct, batch_size=batch_size, convert_to_tensor=True)
     index = {s: i for i, s in enumerate(distinct)}
-    plain = {t: score_pairs(emb[[index[s] for s in p.sentences1]], emb[[index[s] for s in p.sentences2]], p.scores)[0]
-             for t, p in ev.pairs.items()}
+    plain = {t: score_cosine(pair_cosines(emb, index, p), p.scores)[0] for t, p in ev.pairs.items()}
     plain_s = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -170,11 +170,10 @@ def build_encoder(spec: CausalEncoderSpec, device: str) -> Any:
         from dsgen.artifacts import stable_hash
         from dsgen.models import model_fingerprint
 
-        sentences = stats_sentences()
-        key = stable_hash([spec.to_dict(), model_fingerprint(spec.base), sentences])
+        key = stable_hash(model_fingerprint(spec.to_string()))  # spec, base weights and the statistics' sentences
         if key not in _STATS:
             with torch.inference_mode():
-                emb = model.encode(sentences, batch_size=64, convert_to_tensor=True).float().cpu()
+                emb = model.encode(stats_sentences(), batch_size=64, convert_to_tensor=True).float().cpu()
             _STATS[key] = (emb.mean(0), emb.std(0) + 1e-6)
         mean, std = _STATS[key]
         model.append(Standardize(mean, std).to(device))
@@ -210,13 +209,9 @@ class Standardize(_module_base()):  # type: ignore[misc]
 
     @classmethod
     def load(cls, model_name_or_path: str = "", **kwargs: Any) -> "Standardize":
-        config = cls.load_config(model_name_or_path=model_name_or_path, **{k: v for k, v in kwargs.items()
-                                                                            if k in ("subfolder", "token", "cache_folder",
-                                                                                     "revision", "local_files_only")})
-        module = cls(dim=config["dim"])
-        return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module,
-                                      **{k: v for k, v in kwargs.items() if k in ("subfolder", "token", "cache_folder",
-                                                                                 "revision", "local_files_only")})
+        hub = {k: v for k, v in kwargs.items() if k in ("subfolder", "token", "cache_folder", "revision", "local_files_only")}
+        config = cls.load_config(model_name_or_path=model_name_or_path, **hub)
+        return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=cls(dim=config["dim"]), **hub)
 
 
 class SkipFirstMeanPooling(_module_base()):  # type: ignore[misc]

@@ -61,6 +61,15 @@ def cosine(emb1: Any, emb2: Any) -> Any:
     return pairwise_cos_sim(emb1, emb2).float().cpu().numpy()
 
 
+def pair_cosines(emb: Any, index: dict[str, int], pairs: PairSet) -> Any:
+    """Cosine of each pair, its sentences looked up in ``emb`` (one row per distinct sentence, ``index``)."""
+    import torch
+
+    e1 = emb[torch.tensor([index[s] for s in pairs.sentences1], device=emb.device)]
+    e2 = emb[torch.tensor([index[s] for s in pairs.sentences2], device=emb.device)]
+    return cosine(e1, e2)
+
+
 def score_cosine(cos: Any, gold: list[float]) -> tuple[float, float]:
     """(Spearman x100, Pearson x100) of cosine similarities against gold scores."""
     from scipy.stats import pearsonr, spearmanr
@@ -134,8 +143,6 @@ class StsEvaluator:
             template: a ``str.format`` pattern every sentence is wrapped in before encoding
                 (an encoder trained with a prompt, e.g. GenSE's).
         """
-        import torch
-
         if self.dtype != "float32":
             import copy
 
@@ -158,9 +165,7 @@ class StsEvaluator:
             n_encoded = len(sentences)
             index = {s: i for i, s in enumerate(sentences)}
             for task, p in pairs.items():
-                e1 = emb[torch.tensor([index[s] for s in p.sentences1], device=emb.device)]
-                e2 = emb[torch.tensor([index[s] for s in p.sentences2], device=emb.device)]
-                cos = cosine(e1, e2)
+                cos = pair_cosines(emb, index, p)
                 scores[task] = TaskScore(*score_cosine(cos, p.scores), len(p))
                 if keep_predictions:
                     predictions[task], predictions[f"{task}:gold"] = cos, p.scores

@@ -447,7 +447,8 @@ class DebiasedDecoder:
                 else:
                     keep.append(gi)
             if len(keep) < len(groups):
-                moved = batch.release([s for gi, g in enumerate(groups) if gi not in set(keep) for s in g.slots])
+                kept = set(keep)
+                moved = batch.release([s for gi, g in enumerate(groups) if gi not in kept for s in g.slots])
                 tokens = tokens.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
                 groups = [groups[gi] for gi in keep]
                 for g in groups:
