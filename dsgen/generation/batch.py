@@ -16,7 +16,6 @@ last written column, every free row attends to nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dsgen.generation.forward import forward_last, pad_id, tokenize
@@ -24,50 +23,60 @@ from dsgen.generation.forward import forward_last, pad_id, tokenize
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
 
 
-@dataclass
-class Prefilled:
-    """One prompt run once: its cache (per layer ``[H, L, D]``) and next-token logits."""
-
-    keys: list[Any]
-    values: list[Any]
-    logits: Any
-    length: int
-
-
 class PromptBank:
     """Every distinct prompt of a decode call, prefilled once (the counter prompt of a label is the
     main prompt of another label for the same input, so most prompts are shared).
 
     Prompts are run in batches of similar token length (sorted by length, then by first
-    appearance), an order that depends on nothing but the prompts themselves.
+    appearance), an order that depends on nothing but the prompts themselves. The bank keeps, per
+    layer, one ``[P, H, width, D]`` key and value tensor with each prompt right-aligned (zeros
+    before it; ``width`` is the longest prompt), and the next-token logits ``[P, V]``, so that
+    admitting any set of prompts into the batch is one copy per layer.
     """
 
     def __init__(self, model: Any, tokenizer: Any, prompts: Sequence[str], batch_size: int = 32) -> None:
+        import torch
+
         distinct = list(dict.fromkeys(prompts))
-        ids = dict(zip(distinct, tokenize(tokenizer, distinct))) if distinct else {}
-        order = sorted(range(len(distinct)), key=lambda i: (len(ids[distinct[i]]), i))
+        ids = tokenize(tokenizer, distinct) if distinct else []
+        self.index = {p: i for i, p in enumerate(distinct)}
+        self.lengths = [len(t) for t in ids]
+        self.width = max(self.lengths, default=0)
+        order = sorted(range(len(distinct)), key=lambda i: (self.lengths[i], i))
         pad = pad_id(tokenizer)
-        self.entries: dict[str, Prefilled] = {}
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.logits: Any = None
         self.forward_tokens = 0
         self.batches = 0
         for start in range(0, len(order), batch_size):
-            chunk = [distinct[i] for i in order[start:start + batch_size]]
-            out = forward_last(model, [ids[p] for p in chunk], pad, use_cache=True)
+            rows = order[start:start + batch_size]
+            out = forward_last(model, [ids[i] for i in rows], pad, use_cache=True)
             self.forward_tokens += sum(out.lengths)
             self.batches += 1
-            for i, prompt in enumerate(chunk):
-                lo = out.width - out.lengths[i]
-                self.entries[prompt] = Prefilled([k[i, :, lo:].clone() for k in out.keys],
-                                                 [v[i, :, lo:].clone() for v in out.values],
-                                                 out.logits[i].clone(), out.lengths[i])
+            if self.logits is None:
+                self._allocate(len(distinct), out)
+            at = torch.tensor(rows, dtype=torch.long, device=out.logits.device)
+            # a pad position's K/V is whatever the model made of a masked token: zeros instead
+            real = torch.arange(out.width, device=at.device)[None, :] >= out.width - torch.tensor(out.lengths, device=at.device)[:, None]
+            real = real[:, None, :, None]
+            for bank, layer in ((self.keys, out.keys), (self.values, out.values)):
+                for b, x in zip(bank, layer):
+                    b[at, :, self.width - out.width:] = torch.where(real, x, 0)
+            self.logits[at] = out.logits
             del out
 
-    def __getitem__(self, prompt: str) -> Prefilled:
-        return self.entries[prompt]
+    def _allocate(self, n: int, out: Any) -> None:
+        import torch
+
+        shape = lambda t: (n, t.shape[1], self.width, t.shape[-1])  # noqa: E731
+        self.keys = [torch.zeros(shape(k), dtype=k.dtype, device=k.device) for k in out.keys]
+        self.values = [torch.zeros(shape(v), dtype=v.dtype, device=v.device) for v in out.values]
+        self.logits = torch.zeros((n, out.logits.shape[-1]), dtype=out.logits.dtype, device=out.logits.device)
 
     @property
     def max_length(self) -> int:
-        return max((e.length for e in self.entries.values()), default=0)
+        return self.width
 
 
 def _cache_classes() -> tuple[type, type]:
@@ -142,15 +151,17 @@ class ActiveBatch:
     def live(self) -> int:
         return self.used - len(self.free)
 
-    def _allocate(self, entry: Prefilled) -> None:
+    def _allocate(self, bank: PromptBank) -> None:
         import torch
 
-        shape = lambda t: (self.max_rows, t.shape[0], self.columns, t.shape[-1])  # noqa: E731
-        self.keys = [torch.zeros(shape(k), dtype=k.dtype, device=self.device) for k in entry.keys]
-        self.values = [torch.zeros(shape(v), dtype=v.dtype, device=self.device) for v in entry.values]
+        shape = lambda t: (self.max_rows, t.shape[1], self.columns, t.shape[-1])  # noqa: E731
+        # not zeroed here (tens of MB per layer): a column is written before any row attends to it,
+        # and :meth:`admit` zeroes what an admitted row's masked columns hold before its prompt
+        self.keys = [torch.empty(shape(k), dtype=k.dtype, device=self.device) for k in bank.keys]
+        self.values = [torch.empty(shape(v), dtype=v.dtype, device=self.device) for v in bank.values]
         self.mask = torch.zeros((self.max_rows, self.columns), dtype=torch.long, device=self.device)
         self.pos = torch.zeros(self.max_rows, dtype=torch.long, device=self.device)
-        self.logits = torch.zeros((self.max_rows, entry.logits.shape[-1]), dtype=torch.float32, device=self.device)
+        self.logits = torch.zeros((self.max_rows, bank.logits.shape[-1]), dtype=torch.float32, device=self.device)
 
     def check(self) -> None:
         """The invariant: live rows attend to their last written column, free rows to nothing, and
@@ -160,7 +171,8 @@ class ActiveBatch:
         bad = [i for i, (k, v) in enumerate(zip(self.keys, self.values))
                if k.shape[0] != self.mask.shape[0] or k.shape[2] != self.mask.shape[1] or v.shape[:3] != k.shape[:3]]
         free = sorted(self.free)
-        live = [r for r in range(self.used) if r not in set(free)]
+        free_set = set(free)
+        live = [r for r in range(self.used) if r not in free_set]
         attends_last = self.mask[live, self.w - 1].bool().all() if live else True
         free_empty = not self.mask[free].any() if free else True
         if bad or not attends_last or not free_empty or self.w > self.columns or self.used > self.max_rows:
@@ -168,32 +180,38 @@ class ActiveBatch:
                                f"{self.columns}, layer {bad[:1]} shape mismatch, live rows attend to their last column: "
                                f"{bool(attends_last)}, free rows attend to nothing: {bool(free_empty)}")
 
-    def admit(self, entries: Sequence[Prefilled]) -> list[int]:
-        """Copy each prefilled prompt into a free slot (right-aligned before column ``w``); return the slots."""
+    def admit(self, bank: PromptBank, prompts: Sequence[str]) -> list[int]:
+        """Copy prefilled prompts of ``bank`` into free slots (right-aligned before column ``w``; the
+        lowest free slot first); return the slots. One copy per layer for all of them."""
         import heapq
 
-        if not entries:
+        import torch
+
+        if not prompts:
             return []
         if self.mask is None:
-            self._allocate(entries[0])
-        slots = []
+            self._allocate(bank)
         if self.live:
-            self.events["joined_running_batch"] += len(entries)
-        for e in entries:
+            self.events["joined_running_batch"] += len(prompts)
+        slots = []
+        for _ in prompts:
             if self.free:
-                slot = heapq.heappop(self.free)
+                slots.append(heapq.heappop(self.free))
             else:
-                slot, self.used = self.used, self.used + 1
-            lo = self.w - e.length
-            for k, ek in zip(self.keys, e.keys):
-                k[slot, :, lo:self.w] = ek
-            for v, ev in zip(self.values, e.values):
-                v[slot, :, lo:self.w] = ev
-            self.mask[slot] = 0
-            self.mask[slot, lo:self.w] = 1
-            self.pos[slot] = e.length
-            self.logits[slot] = e.logits
-            slots.append(slot)
+                slots.append(self.used)
+                self.used += 1
+        rows = torch.tensor(slots, dtype=torch.long, device=self.device)
+        at = torch.tensor([bank.index[p] for p in prompts], dtype=torch.long, device=self.device)
+        lo = self.w - bank.width
+        for buf, src in zip((*self.keys, *self.values), (*bank.keys, *bank.values)):
+            buf[rows, :, lo:self.w] = src.index_select(0, at)
+            if lo:  # masked, but read by attention: finite (0 x NaN would be NaN)
+                buf[rows, :, :lo] = 0
+        lengths = torch.tensor([bank.lengths[bank.index[p]] for p in prompts], dtype=torch.long, device=self.device)
+        columns = torch.arange(self.columns, device=self.device)[None, :]
+        self.mask[rows] = ((columns >= self.w - lengths[:, None]) & (columns < self.w)).long()
+        self.pos[rows] = lengths
+        self.logits[rows] = bank.logits.index_select(0, at)
         self.check()
         return slots
 
@@ -222,8 +240,8 @@ class ActiveBatch:
         live = [r for r in range(self.used) if r not in free]
         index = torch.tensor(live, dtype=torch.long, device=self.device)
         n = len(live)
-        for buf in (*self.keys, *self.values):
-            buf[:n] = buf.index_select(0, index)
+        for buf in (*self.keys, *self.values):  # columns from w on are written before they are read
+            buf[:n, :, :self.w] = buf[:, :, :self.w].index_select(0, index)
         for t in (self.mask, self.pos, self.logits):
             t[:n] = t.index_select(0, index)
         self.mask[n:self.used] = 0

@@ -105,16 +105,16 @@ def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: flo
     Args:
         p_main: ``[G, V]`` probabilities under the main instruction.
         p_counter: ``[G, V]`` maximum probability over the counter instructions (zeros where
-            a group has none).
+            a group has none); used as working memory: its values are overwritten.
     Returns:
-        ``[G, V]`` renormalised, debiased probabilities.
+        ``[G, V]`` renormalised, debiased probabilities, ``p_main * alpha / sum``, computed in place
+        in ``p_counter`` (each in-place step is the same elementwise operation as its out-of-place
+        form, so the values are those of the textbook formula; large vocabularies make the saved
+        allocations count).
     """
-    import torch
-
-    delta = (p_counter - p_main).clamp_min(0.0)
-    factor = torch.exp(-decay_constant * delta).clamp_min(epsilon)
-    p = p_main * factor
-    return p / p.sum(dim=-1, keepdim=True)
+    alpha = p_counter.sub_(p_main).clamp_min_(0.0).mul_(-decay_constant).exp_().clamp_min_(epsilon)
+    p = alpha.mul_(p_main)
+    return p.div_(p.sum(dim=-1, keepdim=True))
 
 
 class TokenSampler:
@@ -145,21 +145,30 @@ class TokenSampler:
         self._blocked_t: Any = None
 
     def debiased(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> Any:
-        """Debiased next-token probabilities ``[G, V]`` before top-k / top-p."""
+        """Debiased next-token probabilities ``[G, V]`` before top-k / top-p.
+
+        Only the rows named in ``main_rows`` and ``counter_rows`` are read (a batch's free slots
+        and unused rows cost nothing); every step is row-wise, so a row's values do not depend on
+        which other rows are present.
+        """
         import torch
 
-        logits = logits.float()
+        g = main_rows.numel()
+        debias = counter_rows.numel() and self.cfg.decay_constant != 0
+        rows = torch.cat([main_rows, counter_rows]) if debias else main_rows
+        picked = logits.index_select(0, rows).float()
         if self.blocked:
             if self._blocked_t is None or self._blocked_t.device != logits.device:
                 self._blocked_t = torch.tensor(self.blocked, device=logits.device)
-            logits = logits.index_fill(1, self._blocked_t, -math.inf)
-        probs = torch.softmax(logits, dim=-1)
-        p_main = probs.index_select(0, main_rows)
-        if counter_rows.numel() and self.cfg.decay_constant != 0:
+            picked.index_fill_(1, self._blocked_t, -math.inf)
+        probs = torch.softmax(picked, dim=-1)
+        del picked
+        p_main = probs[:g]
+        if debias:
             p_counter = torch.zeros_like(p_main)
             with warnings.catch_warnings():  # index_reduce_ is flagged "beta" by torch; it is the right op here
                 warnings.simplefilter("ignore", UserWarning)
-                p_counter.index_reduce_(0, counter_group, probs.index_select(0, counter_rows), "amax")
+                p_counter.index_reduce_(0, counter_group, probs[g:], "amax")
             p_main = self_debias(p_main, p_counter, self.cfg.decay_constant, self.cfg.epsilon)
         return p_main
 
@@ -415,8 +424,9 @@ class DebiasedDecoder:
             while queue and (rows + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
                 admitted.append(queue.popleft())
                 rows += len(admitted[-1].prompts)
+            slots = batch.admit(bank, [p for g in admitted for p in g.prompts])
             for g in admitted:
-                g.slots = batch.admit([bank[p] for p in g.prompts])
+                g.slots, slots = slots[:len(g.prompts)], slots[len(g.prompts):]
             if admitted:
                 groups += admitted
                 layout = None

@@ -20,10 +20,10 @@ def test_self_debias_hand_computed():
     p = torch.tensor([[0.5, 0.3, 0.2]])
     pc = torch.tensor([[0.2, 0.6, 0.2]])
     # delta = (0, 0.3, 0); lambda 100: factor max(exp(-30), 0.01) = 0.01 -> (0.5, 0.003, 0.2) / 0.703
-    out = self_debias(p, pc, 100.0, 0.01)
+    out = self_debias(p, pc.clone(), 100.0, 0.01)  # p_counter is working memory
     assert out[0].tolist() == pytest.approx([0.5 / 0.703, 0.003 / 0.703, 0.2 / 0.703], abs=1e-7)
     # lambda 1: factor exp(-0.3) = 0.7408182 -> (0.5, 0.2222455, 0.2) / 0.9222455
-    out = self_debias(p, pc, 1.0, 0.01)
+    out = self_debias(p, pc.clone(), 1.0, 0.01)
     assert out[0].tolist() == pytest.approx([0.5421550, 0.2409823, 0.2168627], abs=1e-6)
     # no counter mass above the main one: unchanged
     assert self_debias(p, torch.zeros_like(p), 100.0, 0.01)[0].tolist() == pytest.approx(p[0].tolist())
@@ -331,7 +331,7 @@ def test_active_batch_checks_its_invariant(tiny_lm):
     bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'])
     batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.max_length + 5,
                         first_column=bank.max_length)
-    slots = batch.admit([bank['Say "'], bank['Tell me "'], bank['Say "'], bank['Tell me "']])
+    slots = batch.admit(bank, ['Say "', 'Tell me "', 'Say "', 'Tell me "'])
     assert slots == [0, 1, 2, 3] and batch.live == 4
     with torch.inference_mode():
         batch.advance(torch.tensor([5, 6, 7, 8]))
