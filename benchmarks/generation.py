@@ -64,21 +64,20 @@ def flops_per_token(model: Any) -> float:
 
 
 def bare_forward(model: Any, tokenizer: Any, batch: int, context: int, steps: int = 8) -> float:
-    """Row-tokens per second of bare one-token forwards at ``batch`` rows and ``context`` cached tokens."""
+    """Row-tokens per second of bare one-token forwards at ``batch`` rows and ``context`` cached tokens,
+    with transformers' preallocated ``StaticCache`` (nothing but the model's own forward per step)."""
     import torch
-    from transformers import DynamicCache
+    from transformers import StaticCache
 
     ids = torch.full((batch, context), tokenizer.pad_token_id or 0, dtype=torch.long, device=model.device)
+    cache = StaticCache(config=model.config, max_cache_len=context + steps + 1)
     with torch.inference_mode():
-        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         step_ids = ids[:, :1]
         start = time.perf_counter()
-        for _ in range(steps):
-            layers = [(layer.keys, layer.values) for layer in cache.layers]
-            out = model(input_ids=step_ids, past_key_values=DynamicCache(ddp_cache_data=layers, config=model.config),
-                        use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
+        for i in range(steps):
+            position = torch.tensor([context + i], device=model.device)
+            model(input_ids=step_ids, past_key_values=cache, cache_position=position, use_cache=True, logits_to_keep=1)
         return batch * steps / (time.perf_counter() - start)
 
 
