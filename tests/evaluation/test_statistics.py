@@ -40,6 +40,24 @@ def test_paired_bootstrap_agrees_with_scipy():
     assert spearman_rows(a[None, :], gold[None, :])[0] == pytest.approx(100 * spearmanr(a, gold).statistic)
 
 
+def test_bootstrap_ranking_shortcuts_give_the_values_of_ranking_every_seed():
+    """Gold ranked once per chunk and identical seeds ranked once: the same numbers, bit for bit,
+    as every seed ranked against its own gold resample."""
+    rng = np.random.default_rng(2)
+    gold = rng.random(150)
+    base = gold + rng.normal(0, 0.5, 150)
+    reference = [base, base.copy(), base.copy()]  # a seed-independent method: three equal seeds
+    other = [gold + rng.normal(0, 0.3, 150) for _ in range(3)]
+    ours = paired_bootstrap(reference, other, gold, n_boot=250, seed=5, chunk=100)
+    expected, r = [], np.random.default_rng(5)
+    for start in range(0, 250, 100):
+        idx = r.integers(0, 150, size=(min(100, 250 - start), 150))
+        ref = np.mean([spearman_rows(p[idx], gold[idx]) for p in reference], axis=0)
+        oth = np.mean([spearman_rows(p[idx], gold[idx]) for p in other], axis=0)
+        expected.append(oth - ref)
+    assert np.array_equal(ours, np.concatenate(expected))
+
+
 def test_seed_t_interval_by_hand():
     iv = seed_t_interval([70.0, 71.0, 72.0], [72.0, 73.5, 75.0])  # differences 2, 2.5, 3
     d = np.array([2.0, 2.5, 3.0])
