@@ -104,11 +104,12 @@ def paired_bootstrap(reference: list[Any], other: list[Any], gold: Any, n_boot: 
     preds = [np.asarray(p) for p in (*reference, *other)]
     first: dict[bytes, int] = {}
     same = [first.setdefault(np.ascontiguousarray(p).tobytes(), i) for i, p in enumerate(preds)]
+    distinct = sorted(set(same))
     out = []
     for start in range(0, n_boot, chunk):
         idx = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
         rg = centred_ranks(gold[idx])
-        scores = {i: spearman_centred(centred_ranks(preds[i][idx]), rg) for i in sorted(set(same))}
+        scores = {i: spearman_centred(centred_ranks(preds[i][idx]), rg) for i in distinct}
         per_seed = [scores[j] for j in same]
         ref = np.mean(per_seed[:len(reference)], axis=0)
         oth = np.mean(per_seed[len(reference):], axis=0)

@@ -74,10 +74,6 @@ class PromptBank:
         self.values = [torch.zeros(shape(v), dtype=v.dtype, device=v.device) for v in out.values]
         self.logits = torch.zeros((n, out.logits.shape[-1]), dtype=out.logits.dtype, device=out.logits.device)
 
-    @property
-    def max_length(self) -> int:
-        return self.width
-
 
 def _cache_classes() -> tuple[type, type]:
     """A transformers cache whose layers write each new column into the batch's buffers in place."""
@@ -201,13 +197,14 @@ class ActiveBatch:
                 slots.append(self.used)
                 self.used += 1
         rows = torch.tensor(slots, dtype=torch.long, device=self.device)
-        at = torch.tensor([bank.index[p] for p in prompts], dtype=torch.long, device=self.device)
+        entries = [bank.index[p] for p in prompts]
+        at = torch.tensor(entries, dtype=torch.long, device=self.device)
         lo = self.w - bank.width
         for buf, src in zip((*self.keys, *self.values), (*bank.keys, *bank.values)):
             buf[rows, :, lo:self.w] = src.index_select(0, at)
             if lo:  # masked, but read by attention: finite (0 x NaN would be NaN)
                 buf[rows, :, :lo] = 0
-        lengths = torch.tensor([bank.lengths[bank.index[p]] for p in prompts], dtype=torch.long, device=self.device)
+        lengths = torch.tensor([bank.lengths[i] for i in entries], dtype=torch.long, device=self.device)
         columns = torch.arange(self.columns, device=self.device)[None, :]
         self.mask[rows] = ((columns >= self.w - lengths[:, None]) & (columns < self.w)).long()
         self.pos[rows] = lengths

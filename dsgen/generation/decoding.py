@@ -381,7 +381,7 @@ class DebiasedDecoder:
         items = [_Item(r) for r in requests]
         bank = PromptBank(self.model, self.tokenizer, [p for r in requests for p in (r.prompt, *r.counter_prompts)],
                           self.prefill_batch)
-        check_fits_window(self.model, bank.max_length, self.sampling.max_new_tokens)
+        check_fits_window(self.model, bank.width, self.sampling.max_new_tokens)
         self.stats["forward_rows"] += bank.forward_tokens
         self.stats["prefill_batches"] += bank.batches
         queue: deque[_Group] = deque()
@@ -410,7 +410,7 @@ class DebiasedDecoder:
         for item in items:
             enqueue_round(item)
         batch = ActiveBatch(self.model, self.device, self.max_rows + max(len(r.counter_prompts) + 1 for r in requests),
-                            bank.max_length + self.sampling.max_new_tokens, bank.max_length, self.spare_columns)
+                            bank.width + self.sampling.max_new_tokens, bank.width, self.spare_columns)
         groups: list[_Group] = []
         layout: _Layout | None = None
         # Host-device synchronisation (checked): one device-to-host copy per step, of the sampled

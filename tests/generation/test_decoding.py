@@ -329,8 +329,8 @@ def test_active_batch_checks_its_invariant(tiny_lm):
     from dsgen.generation.batch import PromptBank
 
     bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'])
-    batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.max_length + 5,
-                        first_column=bank.max_length)
+    batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.width + 5,
+                        first_column=bank.width)
     slots = batch.admit(bank, ['Say "', 'Tell me "', 'Say "', 'Tell me "'])
     assert slots == [0, 1, 2, 3] and batch.live == 4
     with torch.inference_mode():
