@@ -184,7 +184,8 @@ def table_cmd(
 def bench_generation(
     generator: str = typer.Option("smollm2-135m", help="Generator LM."),
     n_inputs: int = typer.Option(24, help="STS benchmark train sentences to use."),
-    batch_size: int = typer.Option(256, help="Rows of the fast core."),
+    batch_size: Optional[list[int]] = typer.Option(
+        None, help="Rows of the fast core; repeat to time several (default: the generation default 128, 256, 512)."),
     greedy_items: int = typer.Option(12, help="(x1, label) items for the greedy equivalence check (0: skip)."),
     data_dir: DataDirOpt = None,
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
@@ -197,14 +198,14 @@ def bench_generation(
     from dsgen.benchmarks.generation import run
     from dsgen.models import check_device
 
-    if n_inputs < 1 or batch_size < 1 or greedy_items < 0:
+    if n_inputs < 1 or any(b < 1 for b in batch_size or []) or greedy_items < 0:
         raise DsgenError("--n-inputs and --batch-size must be at least 1 and --greedy-items non-negative")
     if precision not in (None, "int8", "bfloat16"):
         raise DsgenError(f"--precision must be int8 or bfloat16 (got '{precision}')")
     check_device(device)
     if json_out:
         check_writable_target(json_out)
-    run(generator=generator, n_inputs=n_inputs, batch_size=batch_size, greedy_items=greedy_items,
+    run(generator=generator, n_inputs=n_inputs, batch_sizes=batch_size, greedy_items=greedy_items,
         data_dir=data_dir, device=device, seed=seed, json_out=json_out, precision=precision)
 
 

@@ -168,11 +168,14 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
 
 def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
     env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
-    gen = dsgen("bench", "generation", "--generator", str(tiny_lm_dir), "--n-inputs", "3", "--batch-size", "16",
+    gen = dsgen("bench", "generation", "--generator", str(tiny_lm_dir), "--n-inputs", "3", "--batch-size", "16", "--batch-size", "8",
                 "--greedy-items", "3", "--device", "cpu", "--json", str(tmp_path / "g.json"), env=env)
     assert gen.returncode == 0, gen.stderr
     g = json.loads((tmp_path / "g.json").read_text())
-    assert g["speedup"] > 0 and 0 <= g["greedy_agreement"] <= 1
+    assert g["speedup"] > 0 and g["greedy_agreement"] == 1  # the core's greedy outputs are the reference's
+    assert g["batch_sizes"] == [8, 16] and set(g["speedup_by_batch_size"]) == {"8", "16"}
+    assert g["speedup"] == max(g["speedup_by_batch_size"].values())
+    assert g["core"]["decode_rows_forwarded"] <= g["core"]["decode_rows_unshared"] + g["core"]["steps"] * 3
     ev = dsgen("bench", "eval", "--model", str(tiny_encoder_dir), "--tasks", "sts16", "--json", str(tmp_path / "e.json"),
                env=env)
     assert ev.returncode == 0, ev.stderr

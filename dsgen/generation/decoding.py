@@ -135,6 +135,8 @@ class TokenSampler:
         generator: the ``torch.Generator`` that draws.
     """
 
+    BLOCK = 16  # groups whose vocabulary-wide arrays are processed together (see :meth:`sample`)
+
     def __init__(self, sampling: SamplingConfig, blocked: Sequence[int], generator: Any) -> None:
         from transformers import LogitsProcessorList, TopPLogitsWarper
 
@@ -148,27 +150,29 @@ class TokenSampler:
         """Debiased next-token probabilities ``[G, V]`` before top-k / top-p.
 
         Only the rows named in ``main_rows`` and ``counter_rows`` are read (a batch's free slots
-        and unused rows cost nothing); every step is row-wise, so a row's values do not depend on
-        which other rows are present.
+        and unused rows cost nothing), and a row named several times (shared by several groups) is
+        softmaxed once; every step is row-wise, so a row's values do not depend on which other rows
+        are present.
         """
         import torch
 
         g = main_rows.numel()
         debias = counter_rows.numel() and self.cfg.decay_constant != 0
         rows = torch.cat([main_rows, counter_rows]) if debias else main_rows
-        picked = logits.index_select(0, rows).float()
+        distinct, where = torch.unique(rows, return_inverse=True)
+        picked = logits.index_select(0, distinct).float()
         if self.blocked:
             if self._blocked_t is None or self._blocked_t.device != logits.device:
                 self._blocked_t = torch.tensor(self.blocked, device=logits.device)
             picked.index_fill_(1, self._blocked_t, -math.inf)
         probs = torch.softmax(picked, dim=-1)
         del picked
-        p_main = probs[:g]
+        p_main = probs.index_select(0, where[:g])
         if debias:
             p_counter = torch.zeros_like(p_main)
             with warnings.catch_warnings():  # index_reduce_ is flagged "beta" by torch; it is the right op here
                 warnings.simplefilter("ignore", UserWarning)
-                p_counter.index_reduce_(0, counter_group, probs[g:], "amax")
+                p_counter.index_reduce_(0, counter_group, probs.index_select(0, where[g:]), "amax")
             p_main = self_debias(p_main, p_counter, self.cfg.decay_constant, self.cfg.epsilon)
         return p_main
 
@@ -200,10 +204,26 @@ class TokenSampler:
         return probs if idx is None else torch.zeros_like(p).scatter_(1, idx, probs)
 
     def sample(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> tuple[Any, Any]:
-        """(token per group, its log-probability under the distribution it was drawn from)."""
+        """(token per group, its log-probability under the distribution it was drawn from).
+
+        With top-k on, the vocabulary-wide work (softmax, debiasing, top-k) runs on blocks of
+        :attr:`BLOCK` groups, whose rows stay in the CPU's cache between its dozen passes; every
+        step of it is row-wise, so the candidates are the same bits as in one block. The draw is
+        one call over all groups (the generator's stream is consumed as before)."""
         import torch
 
-        probs, idx = self.candidates(self.debiased(logits, main_rows, counter_rows, counter_group))
+        g = main_rows.numel()
+        if not self.cfg.top_k or self.cfg.top_k <= 0 or g <= self.BLOCK:
+            probs, idx = self.candidates(self.debiased(logits, main_rows, counter_rows, counter_group))
+        else:
+            parts = []
+            for start in range(0, g, self.BLOCK):
+                stop = min(start + self.BLOCK, g)
+                sel = (counter_group >= start) & (counter_group < stop)
+                parts.append(self.candidates(self.debiased(logits, main_rows[start:stop], counter_rows[sel],
+                                                           counter_group[sel] - start)))
+            probs = torch.cat([p for p, _ in parts])
+            idx = torch.cat([i for _, i in parts])
         choice = torch.multinomial(probs, 1, generator=self.generator)
         tokens = choice if idx is None else idx.gather(1, choice)
         return tokens.squeeze(1), torch.log(probs.gather(1, choice)).squeeze(1)
@@ -283,43 +303,41 @@ class _Group:
     slots: list[int] = field(default_factory=list)  # its rows in the batch, main row first
 
 
-class _Layout:
-    """Where each group's rows sit in the batch (main row first), as device index tensors; rebuilt
-    only when groups join or leave or rows move."""
+def _layout(groups: list["_Group"], device: Any) -> tuple[Any, Any, Any]:
+    """(main rows, counter rows, the group of each counter row) as index tensors for the sampler;
+    a row shared by several groups appears once per group."""
+    import torch
 
-    def __init__(self, groups: list["_Group"], rows: int, device: Any) -> None:
-        import torch
-
-        counters = [(s, gi) for gi, g in enumerate(groups) for s in g.slots[1:]]
-        self.main_rows = torch.tensor([g.slots[0] for g in groups], dtype=torch.long, device=device)
-        self.counter_rows = torch.tensor([s for s, _ in counters], dtype=torch.long, device=device)
-        self.counter_group = torch.tensor([g for _, g in counters], dtype=torch.long, device=device)
-        self.row_slots = torch.tensor([s for g in groups for s in g.slots], dtype=torch.long, device=device)
-        self.sizes = torch.tensor([len(g.slots) for g in groups], device=device)
-        self.rows = rows
-
-    def row_tokens(self, tokens: Any) -> Any:
-        """The token of every forwarded row: its group's, or 0 in a free slot."""
-        import torch
-
-        out = torch.zeros(self.rows, dtype=tokens.dtype, device=tokens.device)
-        return out.index_copy_(0, self.row_slots, torch.repeat_interleave(tokens, self.sizes,
-                                                                          output_size=len(self.row_slots)))
+    counters = [(s, gi) for gi, g in enumerate(groups) for s in g.slots[1:]]
+    return (torch.tensor([g.slots[0] for g in groups], dtype=torch.long, device=device),
+            torch.tensor([s for s, _ in counters], dtype=torch.long, device=device),
+            torch.tensor([gi for _, gi in counters], dtype=torch.long, device=device))
 
 
 class DebiasedDecoder:
-    """Batched self-debiasing decoding with group compaction and admission.
+    """Batched self-debiasing decoding with admission, shared rows and compaction.
+
+    Rows are shared: every sequence (a prompt and the tokens fed after it) is forwarded once per
+    step, however many groups hold it as their main or counter row. The samples of one (x1, label)
+    start from one row per prompt, and the counter prompt of a label is the main prompt of another
+    label for the same x1, so one x1 of ``sts-x2`` starts 30 groups' rows from 3 sequences; a row
+    is forked when the tokens of the groups holding it differ. Because the decode step is
+    batch-invariant (:mod:`dsgen.generation.decode_step`), sharing changes no output: the groups,
+    their order and the draws are those of the unshared schedule, and every logit is the same bits.
 
     Args:
         model: a causal LM (``transformers`` ``AutoModelForCausalLM``), already on its device.
         tokenizer: its tokenizer (any padding side: padding is done by :mod:`dsgen.generation.forward`).
         sampling: :class:`SamplingConfig`.
-        max_rows: most sequences (main + counter rows) decoded at once.
+        max_rows: most sequences (main + counter rows) decoded at once, counted as if no row were
+            shared (so the schedule, and with it every output, does not depend on sharing).
         rules: :class:`OutputRules` (default: DINO's, closing quote ``"``).
         end_ids: the model's end-of-text ids (suppressed, or ending a group when ``suppress_eos`` is off).
         prefill_batch: prompts prefilled together.
         spare_columns: cache columns beyond the longest row (:class:`ActiveBatch`): memory against how
             often live columns move left.
+        share_rows: forward each distinct sequence once (False: one row per group and prompt, for
+            benchmarks and equivalence tests; the outputs are the same).
 
     Example:
         >>> dec = DebiasedDecoder(lm.model, lm.tokenizer, SamplingConfig(), end_ids=lm.end_ids())  # doctest: +SKIP
@@ -328,13 +346,14 @@ class DebiasedDecoder:
 
     def __init__(self, model: Any, tokenizer: Any, sampling: SamplingConfig | None = None, max_rows: int = 128,
                  rules: OutputRules | None = None, end_ids: Sequence[int] | None = None, prefill_batch: int = 32,
-                 spare_columns: int = 32) -> None:
+                 spare_columns: int = 32, share_rows: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingConfig()
         self.max_rows = max_rows
         self.prefill_batch = prefill_batch
         self.spare_columns = spare_columns
+        self.share_rows = share_rows
         if end_ids is None:
             from dsgen.models import end_of_text_ids
 
@@ -343,7 +362,7 @@ class DebiasedDecoder:
         vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
         self.rules = rules or OutputRules(tokenizer, vocab, end_ids=self.end_ids)
         self.device = next(model.parameters()).device
-        self.stats = {"forward_rows": 0, "steps": 0, "prefill_batches": 0}
+        self.stats = {"forward_rows": 0, "prefill_tokens": 0, "unshared_rows": 0, "steps": 0, "prefill_batches": 0}
 
     def blocked_ids(self) -> list[int]:
         return (self.end_ids if self.sampling.suppress_eos else []) + self.rules.beyond_tokenizer
@@ -383,6 +402,7 @@ class DebiasedDecoder:
                           self.prefill_batch)
         check_fits_window(self.model, bank.width, self.sampling.max_new_tokens)
         self.stats["forward_rows"] += bank.forward_tokens
+        self.stats["prefill_tokens"] += bank.forward_tokens
         self.stats["prefill_batches"] += bank.batches
         queue: deque[_Group] = deque()
 
@@ -412,64 +432,92 @@ class DebiasedDecoder:
         batch = ActiveBatch(self.model, self.device, self.max_rows + max(len(r.counter_prompts) + 1 for r in requests),
                             bank.width + self.sampling.max_new_tokens, bank.width, self.spare_columns)
         groups: list[_Group] = []
-        layout: _Layout | None = None
+        budget = 0  # rows the groups would use unshared: admission counts these, so sharing leaves the schedule alone
+        fresh: dict[str, int] = {}  # prompt -> its row admitted this step (no token fed yet), shared by new groups
         # Host-device synchronisation (checked): one device-to-host copy per step, of the sampled
-        # tokens with their log-probabilities and stop flags, which decide which groups end; the
-        # index tensors of the batch layout go to the device only when groups join or leave. The
-        # model's own forward (transformers' attention-mask preparation) may add its own.
+        # tokens with their log-probabilities and stop flags, which decide which groups end, and one
+        # host-to-device copy of the small index tensors (rows of each group, token of each row).
+        # The model's own forward (transformers' attention-mask preparation) may add its own.
         while queue or groups:
-            # 1. admit queued groups while rows are free (always at least one group)
+            # 1. admit queued groups while the row budget allows (always at least one group)
             admitted: list[_Group] = []
-            rows = batch.live
-            while queue and (rows + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
+            while queue and (budget + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
                 admitted.append(queue.popleft())
-                rows += len(admitted[-1].prompts)
-            slots = batch.admit(bank, [p for g in admitted for p in g.prompts])
-            for g in admitted:
-                g.slots, slots = slots[:len(g.prompts)], slots[len(g.prompts):]
+                budget += len(admitted[-1].prompts)
             if admitted:
+                wanted = [p for g in admitted for p in g.prompts]
+                if self.share_rows:
+                    new = [p for p in dict.fromkeys(wanted) if p not in fresh]
+                    fresh.update(zip(new, batch.admit(bank, new)))
+                    for g in admitted:
+                        g.slots = [fresh[p] for p in g.prompts]
+                else:
+                    slots = batch.admit(bank, wanted)
+                    for g in admitted:
+                        g.slots, slots = slots[:len(g.prompts)], slots[len(g.prompts):]
                 groups += admitted
-                layout = None
-            if layout is None:
-                layout = _Layout(groups, batch.rows, self.device)
 
             # 2. one token per group, drawn from its debiased distribution
-            tokens, logprobs = sampler.sample(batch.logits, layout.main_rows, layout.counter_rows, layout.counter_group)
+            tokens, logprobs = sampler.sample(batch.logits, *_layout(groups, self.device))
             self.stats["steps"] += 1
 
             # 3. retire the groups that ended (their text is decoded only when a stop token came)
             host = torch.stack([tokens.double(), logprobs.double(), stop_tok.index_select(0, tokens).double()]).tolist()
-            keep: list[int] = []
+            survivors: list[tuple[_Group, int]] = []
+            ended: list[_Group] = []
             for gi, g in enumerate(groups):
                 g.tokens.append(int(host[0][gi]))
                 g.logprobs.append(host[1][gi])
                 at_limit = len(g.tokens) >= self.sampling.max_new_tokens
                 if not (at_limit or host[2][gi]):
-                    keep.append(gi)
+                    survivors.append((g, g.tokens[-1]))
                     continue
                 raw = self.rules.decode(g.tokens)
                 last = g.tokens[-1]
-                ended = (at_limit or self.rules.close_quote in raw
-                         or (not self.sampling.suppress_eos and bool(self.rules.end_tokens[last]))
-                         or (self.newline_stops and "\n" in raw))
-                if ended:
+                if (at_limit or self.rules.close_quote in raw
+                        or (not self.sampling.suppress_eos and bool(self.rules.end_tokens[last]))
+                        or (self.newline_stops and "\n" in raw)):
                     finish(g, raw)
+                    ended.append(g)
+                    budget -= len(g.prompts)
                 else:
-                    keep.append(gi)
-            if len(keep) < len(groups):
-                kept = set(keep)
-                moved = batch.release([s for gi, g in enumerate(groups) if gi not in kept for s in g.slots])
-                tokens = tokens.index_select(0, torch.tensor(keep, dtype=torch.long, device=self.device))
-                groups = [groups[gi] for gi in keep]
-                for g in groups:
-                    g.slots = [moved.get(s, s) for s in g.slots]
-                layout = _Layout(groups, batch.rows, self.device) if groups else None
+                    survivors.append((g, last))
+            groups = [g for g, _ in survivors]
             if not groups:
+                batch.release(sorted({s for g in ended for s in g.slots}))
+                fresh.clear()
                 continue
 
-            # 4. feed each group's token to all of its rows
-            batch.advance(layout.row_tokens(tokens))
+            # 4. continue every row with its groups' token: a row whose groups drew different tokens
+            #    is forked, a row no surviving group holds is freed, live rows fill the free slots
+            child: dict[tuple[int, int], int] = {}  # (row, token) -> the row that continues it
+            continued: set[int] = set()
+            forks: list[tuple[int, int]] = []
+            for g, t in survivors:
+                for s in g.slots:
+                    if (s, t) in child:
+                        continue
+                    if s in continued:
+                        forks.append((s, t))
+                        child[(s, t)] = -1
+                    else:
+                        continued.add(s)
+                        child[(s, t)] = s
+            batch.release(sorted({s for g in ended for s in g.slots} - continued))
+            child.update(zip(forks, batch.fork([s for s, _ in forks])))
+            moved = batch.compact()
+            row_tokens = [0] * batch.used
+            for (_, t), row in child.items():
+                row = moved.get(row, row)
+                row_tokens[row] = t
+            for g, t in survivors:
+                g.slots = [moved.get(child[(s, t)], child[(s, t)]) for s in g.slots]
+            fresh.clear()
+
+            # 5. one forward step of every row
+            self.stats["unshared_rows"] += sum(len(g.slots) for g in groups)
             self.stats["forward_rows"] += batch.rows
+            batch.advance(torch.tensor(row_tokens, dtype=torch.long, device=self.device))
         for k, v in batch.events.items():
             self.stats[k] = self.stats.get(k, 0) + v
         return [it.outputs for it in items]

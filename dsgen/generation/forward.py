@@ -1,12 +1,18 @@
-"""The one left-padded, position-aware batched forward pass of a causal LM.
+"""Batched forward passes of a causal LM over sequences of different lengths.
 
-Prompts of different lengths share a batch only if (a) each is padded on the left, so that
-every row's last position is its real last token, and (b) each real token gets the position
-it would have alone (0, 1, ... from its first real token). Without (b) a model with absolute
-position embeddings (GPT-2) scores a prompt differently depending on what else is in the
-batch. Padding is done here, from token ids, so the tokenizer's own ``padding_side`` does not
-matter. The decoder's prefill, the DINO-style reference loop and the zero-shot discriminator
-all call :func:`forward_last`.
+Sequences of different lengths share a batch only if each real token gets the position it would
+have alone (0, 1, ... from its first real token) and attends to its own sequence only; without
+that, a model with absolute position embeddings (GPT-2) scores a prompt differently depending on
+what else is in the batch. Padding is done here, from token ids, so the tokenizer's own
+``padding_side`` does not matter.
+
+- :func:`forward_last`: whole sequences, left-padded, the logits after each one; the DINO-style
+  reference loop and the zero-shot discriminator call it.
+- :func:`extend_rows`: new tokens after each row's own cached past (a shared instruction prefix,
+  or nothing), batch-invariant (:mod:`dsgen.generation.decode_step`); the decoder's prefill
+  (:class:`dsgen.generation.batch.PromptBank`) calls it.
+- :func:`buffer_cache`: a transformers cache over preallocated buffers, written in place; the
+  decode loop's batch and :func:`extend_rows` use it.
 """
 
 from __future__ import annotations
@@ -68,6 +74,118 @@ def forward_last(model: Any, ids: Sequence[Sequence[int]], pad: int, use_cache: 
         result.keys = [k for k, _ in layers]
         result.values = [v for _, v in layers]
     return result
+
+
+def buffer_cache(keys: list[Any], values: list[Any], rows: int, width: int) -> Any:
+    """A transformers cache over per-layer buffers ``[>= rows, H, columns, D]``: the first ``width``
+    columns of the first ``rows`` rows are the past; a forward pass writes its new columns after them,
+    in place, and attends to ``[0, width + new)``."""
+    from transformers.cache_utils import Cache, DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        def __init__(self, kbuf: Any, vbuf: Any) -> None:
+            super().__init__()
+            self.kbuf, self.vbuf, self.width = kbuf, vbuf, width
+            self.dtype, self.device = kbuf.dtype, kbuf.device
+            self.keys, self.values = kbuf[:rows, :, :width], vbuf[:rows, :, :width]
+            self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            w, n = self.width, key_states.shape[2]
+            self.kbuf[:rows, :, w:w + n] = key_states
+            self.vbuf[:rows, :, w:w + n] = value_states
+            self.width = w + n
+            self.keys, self.values = self.kbuf[:rows, :, :w + n], self.vbuf[:rows, :, :w + n]
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.width
+
+        def get_mask_sizes(self, query_length: int, *args: Any, **kwargs: Any) -> tuple[int, int]:
+            return self.width + query_length, 0
+
+    return Cache(layers=[BufferLayer(k, v) for k, v in zip(keys, values)])
+
+
+@dataclass
+class Extension:
+    """Result of :func:`extend_rows`."""
+
+    logits: Any          # [B, V] float32: next-token logits after each row's last new token
+    keys: list[Any]      # per layer [B, H, width, D]: the new tokens' keys, row r's in columns [0, lengths[r])
+    values: list[Any]
+    lengths: list[int]   # new tokens per row
+
+
+def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
+                past_values: list[Any] | None = None, past_lengths: Sequence[int] | None = None) -> Extension:
+    """Feed each row its new tokens after its own past, in one batch; every row gets the bits it
+    would get alone.
+
+    Args:
+        new: the new token ids of each row (at least one each).
+        pad: the id fed at padding positions.
+        past_keys / past_values: per layer ``[B, H, P, D]``, row r's past right-aligned in its last
+            ``past_lengths[r]`` columns (None: no past).
+    Layout (why it is batch-invariant): row r's keys are ``[padding][past][new][padding]``, its real
+    columns contiguous, so that padding only ever comes before or after them (an attention score or
+    sum then has the same bits as without it; a gap would not); the new tokens are padded on the
+    right and the output head reads each row's last real position; rows are added (a padding
+    sequence) until the row count is batch-invariant (:func:`~dsgen.generation.decode_step.invariant_rows`).
+    """
+    import torch
+
+    from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
+
+    device = next(model.parameters()).device
+    n = len(new)
+    past_lengths = list(past_lengths) if past_lengths is not None else [0] * n
+    lengths = [len(s) for s in new]
+    rows = invariant_rows(n)
+    lengths_all = lengths + [1] * (rows - n)
+    past_all = past_lengths + [0] * (rows - n)
+    wp = int(past_keys[0].shape[2]) if past_keys is not None else 0
+    s_max = max(lengths)
+    ids = torch.full((rows, s_max), pad, dtype=torch.long)
+    for r, seq in enumerate(new):
+        ids[r, :len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+    t = torch.arange(s_max)
+    positions = torch.tensor(past_all)[:, None] + t[None, :]
+    # query t of row r attends to its past and to its new tokens up to t (a padding query to its row)
+    cols = torch.arange(wp + s_max)[None, None, :]
+    first = (wp - torch.tensor(past_all))[:, None, None]
+    mask = (cols >= first) & (cols <= wp + t[None, :, None])
+    last = torch.tensor([length - 1 for length in lengths_all], device=device)
+
+    def gather_last(module: Any, args: tuple) -> tuple:
+        hidden = args[0]
+        return (hidden[torch.arange(hidden.shape[0], device=hidden.device), last][:, None, :],)
+
+    if past_keys is None:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()  # plain layers: a sliding-window layer would drop columns
+    else:
+        kbufs, vbufs = [], []
+        for k, v in zip(past_keys, past_values):
+            kb = k.new_zeros((rows, k.shape[1], wp + s_max, k.shape[3]))
+            vb = v.new_zeros((rows, v.shape[1], wp + s_max, v.shape[3]))
+            kb[:n, :, :wp] = k
+            vb[:n, :, :wp] = v
+            kbufs.append(kb)
+            vbufs.append(vb)
+        cache = buffer_cache(kbufs, vbufs, rows, wp)
+    head = model.get_output_embeddings()
+    hook = head.register_forward_pre_hook(gather_last)
+    try:
+        with invariant_forward(model), blocked_output_head(model):
+            out = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
+                        position_ids=positions.to(device), past_key_values=cache, use_cache=True, logits_to_keep=0)
+    finally:
+        hook.remove()
+    layers = cache_layers(out.past_key_values)
+    return Extension(out.logits[:n, -1].float(), [k[:n, :, wp:] for k, _ in layers], [v[:n, :, wp:] for _, v in layers],
+                     lengths)
 
 
 def cache_layers(cache: Any) -> list[tuple[Any, Any]]:

@@ -146,8 +146,8 @@ def test_counter_rows_follow_the_main_row(tiny_lm):
         dec.decode([DecodeRequest('Main "', ('Counter one "', 'Counter two "'), n=1)], seed=3)
     steps = [x for x in script.seen if x is not None and x.shape[1] == 1]
     assert len(steps) >= 3
-    for x in steps:
-        assert x.shape[0] == 3 and len(set(x[:, 0].tolist())) == 1
+    for x in steps:  # 3 rows, padded to 4 (a batch-invariant row count, decode_step.invariant_rows)
+        assert x.shape[0] == 4 and len(set(x[:3, 0].tolist())) == 1 and x[3, 0] == 0
 
 
 def make_requests(n_inputs=6, n=2, quote='"'):
@@ -325,7 +325,7 @@ def test_a_curly_quote_spec_closes_with_the_curly_closing_quote(tmp_path):
         load_task_spec(str(mixed), with_inputs=True)
 
 
-def test_active_batch_checks_its_invariant(tiny_lm):
+def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm):
     from dsgen.generation.batch import PromptBank
 
     bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'])
@@ -335,13 +335,20 @@ def test_active_batch_checks_its_invariant(tiny_lm):
     assert slots == [0, 1, 2, 3] and batch.live == 4
     with torch.inference_mode():
         batch.advance(torch.tensor([5, 6, 7, 8]))
-    assert batch.release([1]) == {} and batch.free == [1] and batch.rows == 4
+    batch.release([1])
+    assert batch.free == [1] and batch.rows == 4
     batch.check()
-    batch.mask[1, batch.w - 1] = 1  # a free row that attends to something
+    row3 = [k[3, :, :batch.w].clone() for k in batch.keys]
+    assert batch.compact() == {3: 1} and batch.used == 3 and batch.free == []
+    assert all(torch.equal(k[1, :, :batch.w], r) for k, r in zip(batch.keys, row3))
+    assert batch.fork([1]) == [3] and all(torch.equal(k[3, :, :batch.w], r) for k, r in zip(batch.keys, row3))
+    assert torch.equal(batch.mask[3], batch.mask[1]) and batch.pos[3] == batch.pos[1]
+    batch.release([2])
+    batch.mask[2, batch.w - 1] = 1  # a free row that attends to something
     with pytest.raises(RuntimeError, match="out of step"):
         batch.check()
-    batch.mask[1] = 0
-    batch.mask[2, batch.w - 1] = 0  # a live row that lost its last column
+    batch.mask[2] = 0
+    batch.mask[0, batch.w - 1] = 0  # a live row that lost its last column
     with pytest.raises(RuntimeError, match="out of step"):
         batch.check()
 

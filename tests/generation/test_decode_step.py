@@ -1,0 +1,219 @@
+"""The decode step is batch-invariant, so shared, forked and moved rows change no output.
+
+What the decode loop relies on, checked where it holds: a row's logits are the same bits in any
+batch, slot and row count; sharing rows gives byte-identical outputs with fewer rows forwarded;
+the blocked output head and the row-wise attention compute what the model computes.
+"""
+
+import pytest
+import torch
+
+from dsgen.generation.batch import ActiveBatch, PromptBank
+from dsgen.generation.decode_step import (blocked_head, blocked_output_head, row_attention, invariant_rows,
+                                          invariant_forward)
+from dsgen.generation.decoding import DebiasedDecoder, SamplingConfig
+from tests.conftest import build_tiny_lm
+from tests.generation.test_decoding import QuoteBias, make_requests
+
+PROMPTS = ['Say "', 'Tell me "', 'A longer prompt here "', 'Task: "x" then "', 'Q "']
+
+
+def test_invariant_row_counts():
+    assert [invariant_rows(n) for n in range(1, 15)] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14]
+
+
+@pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])
+def test_linear_layers_give_every_row_the_same_bits_at_invariant_row_counts(k, n):
+    """The property :func:`invariant_rows` relies on (MKL on this machine); if it fails on another
+    CPU, sharing rows there is exact only up to float rounding."""
+    torch.manual_seed(0)
+    w, x = torch.randn(n, k), torch.randn(64, k)
+    full = torch.nn.functional.linear(x, w)
+    for rows in sorted({invariant_rows(r) for r in range(1, 64)}):
+        for start in (0, 64 - rows):
+            assert torch.equal(torch.nn.functional.linear(x[start:start + rows], w), full[start:start + rows])
+
+
+def _step_logits(model, tok, prompts, tokens):
+    """Logits of one decode step for ``prompts`` fed ``tokens``, in one batch."""
+    bank = PromptBank(model, tok, PROMPTS)
+    batch = ActiveBatch(model, torch.device("cpu"), max_rows=len(prompts), max_columns=bank.width + 4,
+                        first_column=bank.width)
+    with torch.inference_mode():
+        batch.admit(bank, prompts)
+        batch.advance(torch.tensor(tokens))
+        batch.advance(torch.tensor([5 + (t * 3) % 40 for t in tokens]))
+    return batch.logits[:len(prompts)].clone()
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "mistral"])
+def test_a_rows_logits_are_the_same_bits_in_any_batch_slot_and_thread_count(arch):
+    model, tok = build_tiny_lm(seed=3, arch=arch)
+    big = [PROMPTS[i % len(PROMPTS)] for i in range(37)]
+    tokens = [5 + (i * 7) % 40 for i in range(37)]
+    full = _step_logits(model, tok, big, tokens)
+    for lo, hi in ((0, 1), (3, 5), (10, 23), (5, 37)):
+        part = _step_logits(model, tok, big[lo:hi], tokens[lo:hi])
+        assert torch.equal(part, full[lo:hi]), (lo, hi)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _step_logits(model, tok, big, tokens)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, full)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_row_wise_attention_computes_what_the_model_computes(arch):
+    """A decode step under :func:`invariant_forward` against the model's own SDPA attention, and the
+    blocked head against one matrix multiply (same bits)."""
+    model, tok = build_tiny_lm(seed=4, arch=arch)
+    ids = torch.randint(3, len(tok), (6, 9))
+    mask = torch.ones_like(ids)
+    mask[2, :4] = 0
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    with torch.inference_mode():
+        out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        additive = torch.zeros(mask.shape).masked_fill(mask == 0, float("-inf"))[:, None, None, :]
+        plain = model(input_ids=ids[:, -1:], attention_mask=additive, position_ids=pos[:, -1:],
+                      past_key_values=out.past_key_values, use_cache=False).logits
+        out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        with invariant_forward(model), blocked_output_head(model):
+            ours = model(input_ids=ids[:, -1:], attention_mask=additive, position_ids=pos[:, -1:],
+                         past_key_values=out.past_key_values, use_cache=False).logits
+    assert torch.allclose(ours, plain, atol=1e-5)
+    assert model.config._attn_implementation == "sdpa" and "forward" not in vars(model.get_output_embeddings())
+    head = torch.nn.Linear(16, 1000, bias=True)
+    x = torch.randn(7, 3, 16)
+    assert torch.equal(blocked_head(head, block=128)(x), head(x))
+
+
+def test_grouped_query_attention_matches_repeated_heads():
+    torch.manual_seed(1)
+    q, k, v = torch.randn(5, 6, 1, 8), torch.randn(5, 2, 11, 8), torch.randn(5, 2, 11, 8)
+    mask = torch.zeros(5, 1, 1, 11)
+    mask[1, ..., :4] = float("-inf")
+    out, _ = row_attention(None, q, k, v, mask, scaling=0.3)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1),
+                                                                attn_mask=mask, scale=0.3)
+    assert out.shape == (5, 1, 6, 8) and torch.allclose(out, expected.transpose(1, 2), atol=1e-6)
+
+
+def test_prefill_shaped_attention_matches_sdpa_where_a_query_attends_and_stays_finite_where_none_does():
+    torch.manual_seed(2)
+    q, k, v = torch.randn(3, 4, 6, 8), torch.randn(3, 2, 6, 8), torch.randn(3, 2, 6, 8)
+    mask = torch.ones(3, 1, 6, 6, dtype=torch.bool).tril()
+    mask[1, :, :, :2] = False  # row 1 is left-padded by 2: its first 2 queries attend to nothing
+    out, _ = row_attention(None, q, k, v, mask)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                                attn_mask=mask).transpose(1, 2)
+    real = mask[:, 0].any(-1)  # [B, Q]: queries that attend to something
+    assert torch.isfinite(out).all() and torch.allclose(out[real], expected[real], atol=1e-6)
+    causal, _ = row_attention(None, q, k, v, None)
+    assert torch.allclose(causal, row_attention(None, q, k, v, mask.new_ones(3, 1, 6, 6).tril())[0])
+
+
+def test_decoding_gives_the_same_bytes_on_any_thread_count(tiny_lm):
+    """Prefill and decode steps: one thread (a Ray actor's share) and two give the same outputs."""
+    sampling = SamplingConfig(max_new_tokens=10)
+    reqs = make_requests(5, n=3)
+    threads = torch.get_num_threads()
+    runs = []
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 2.0, triggers="aeiou"):
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            try:
+                res = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=24).decode(reqs, seed=9)
+            finally:
+                torch.set_num_threads(threads)
+            runs.append([[(o.tokens, o.logprobs) for o in outs] for outs in res])
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("max_rows,top_k", [(7, 5), (16, 5), (40, 0)])
+def test_shared_rows_give_byte_identical_outputs_with_fewer_rows(tiny_lm, max_rows, top_k):
+    """Sharing rows between groups (and forking them) against one row per group and prompt: the
+    same tokens and the same log-probabilities, bit for bit, at a fraction of the rows."""
+    sampling = SamplingConfig(max_new_tokens=12, top_k=top_k, top_p=0.9 if top_k else 1.0)
+    reqs = make_requests(6, n=4)
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 2.0, triggers="aeiou"):
+        shared = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=max_rows, spare_columns=3)
+        unshared = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=max_rows, spare_columns=3,
+                                   share_rows=False)
+        a = shared.decode(reqs, seed=5)
+        b = unshared.decode(reqs, seed=5)
+    key = lambda res: [[(o.tokens, o.logprobs, o.accepted, o.text) for o in outs] for outs in res]  # noqa: E731
+    assert key(a) == key(b)
+    assert shared.stats["row_forks"] > 0 and unshared.stats["row_forks"] == 0
+    # a budget of 7 rows is padded to 8 or 12 either way (invariant_rows); larger ones save rows
+    assert shared.stats["forward_rows"] < unshared.stats["forward_rows"] or max_rows < 12
+    assert shared.stats["unshared_rows"] == unshared.stats["unshared_rows"]
+
+
+DINO_LIKE = [f'Task: Write two sentences that mean the same thing.\nSentence 1: "{s}"\nSentence 2: "'
+             for s in ("A cat sleeps.", "Two dogs run in a park.", "A man plays a guitar.", "Rain.")]
+OTHER = ['Task: Write two sentences that are on completely different topics.\nSentence 1: "A cat sleeps."\nSentence 2: "',
+         'Short "']
+
+
+def test_shared_prefixes_take_the_instruction_head_and_do_not_depend_on_order(tiny_lm):
+    from dsgen.generation.batch import MIN_SHARED_PREFIX, shared_prefixes
+    from dsgen.generation.forward import tokenize
+
+    prompts = DINO_LIKE + OTHER
+    ids = tokenize(tiny_lm.tokenizer, prompts)
+    shared = shared_prefixes(ids)
+    head = len(tokenize(tiny_lm.tokenizer, ['Task: Write two sentences that mean the same thing.\nSentence 1: "'])[0])
+    assert shared[:4] == [head] * 4
+    assert shared[-1] == 0  # nothing in common with any other prompt
+    assert all(s == 0 or MIN_SHARED_PREFIX <= s < len(i) for s, i in zip(shared, ids))
+    for perm in ([5, 4, 3, 2, 1, 0], [2, 0, 5, 1, 4, 3]):
+        assert shared_prefixes([ids[i] for i in perm]) == [shared[i] for i in perm]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_the_prompt_bank_is_the_same_bits_with_shared_prefixes_and_in_any_subset(arch):
+    model, tok = build_tiny_lm(seed=5, arch=arch)
+    prompts = DINO_LIKE + OTHER
+    with torch.inference_mode():
+        shared = PromptBank(model, tok, prompts, batch_size=4)
+        whole = PromptBank(model, tok, prompts, batch_size=4, share_prefixes=False)
+        subset = PromptBank(model, tok, prompts[1:3] + prompts[4:5], batch_size=32)
+    assert shared.forward_tokens < whole.forward_tokens
+    assert torch.equal(shared.logits, whole.logits)
+    for a, b in zip(shared.keys + shared.values, whole.keys + whole.values):
+        assert torch.equal(a, b)
+    rows = [shared.index[p] for p in subset.index]
+    assert torch.equal(subset.logits, shared.logits[rows])
+    for a, b in zip(subset.keys + subset.values, shared.keys + shared.values):
+        w = subset.width
+        assert torch.equal(a, b[rows, :, b.shape[2] - w:])
+        assert not b[rows, :, :b.shape[2] - w].any()  # a shorter bank is the same right-aligned
+
+
+def test_extending_rows_after_their_past_computes_what_the_whole_forward_computes(tiny_lm):
+    from dsgen.generation.forward import extend_rows, forward_last, pad_id, tokenize
+
+    model, tok = tiny_lm.model, tiny_lm.tokenizer
+    ids = tokenize(tok, DINO_LIKE[:3] + OTHER[1:])
+    split = [9, 5, 12, 0]
+    with torch.inference_mode():
+        reference = forward_last(model, ids, pad_id(tok)).logits
+        whole = extend_rows(model, ids, pad_id(tok))
+        past = extend_rows(model, [s[:p] for s, p in zip(ids, split) if p], pad_id(tok))
+        wp = max(split)
+        pk, pv = [], []
+        for k, v in zip(past.keys, past.values):
+            kb, vb = k.new_zeros((len(ids), k.shape[1], wp, k.shape[3])), v.new_zeros((len(ids), v.shape[1], wp, v.shape[3]))
+            for r, (row, p) in enumerate(zip([0, 1, 2, None], split)):
+                if p:
+                    kb[r, :, wp - p:], vb[r, :, wp - p:] = k[row, :, :p], v[row, :, :p]
+            pk.append(kb)
+            pv.append(vb)
+        extended = extend_rows(model, [s[p:] for s, p in zip(ids, split)], pad_id(tok), pk, pv, split)
+    assert torch.allclose(whole.logits, reference, rtol=1e-5, atol=1e-5)
+    assert torch.equal(extended.logits, whole.logits)
+    for layer in range(len(whole.keys)):
+        for r, (s, p) in enumerate(zip(ids, split)):
+            assert torch.equal(extended.keys[layer][r, :, :len(s) - p], whole.keys[layer][r, :, p:len(s)])
