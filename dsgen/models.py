@@ -109,6 +109,18 @@ def resolve_device(device: str = "auto") -> str:
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+def native_bfloat16(device: str = "auto") -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices natively: a CUDA GPU that supports it, or an
+    x86 CPU with AVX-512 (oneDNN's bfloat16 kernels; AMX on recent Xeons). On a CPU with AVX2 only,
+    PyTorch emulates them: 0.6 GFLOP/s against 71 in float32, measured on a 2-core AMD EPYC."""
+    import torch
+
+    resolved = resolve_device(device)
+    if resolved.startswith("cuda"):
+        return bool(torch.cuda.is_bf16_supported())
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
+
 def check_dtype(dtype: str) -> str:
     if dtype not in DTYPES:
         raise DsgenError(f"unknown dtype '{dtype}'; use {', '.join(DTYPES)}")

@@ -237,11 +237,17 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         plan.encoder = ov.encoder or preset.training.get("encoder", "minilm-l6")
         plan.origins["encoder"] = {"name": "command line" if ov.encoder else "preset" if "encoder" in preset.training
                                    else "default"}
+    eval_dtype, dtype_origin = preset.eval_dtype, "preset" if preset.eval_dtype != "float32" else "default"
+    if eval_dtype == "bfloat16":
+        from dsgen.models import native_bfloat16
+
+        device = getattr(getattr(plan.trainer, "config", None), "device", None) or ov.device or "auto"
+        if not native_bfloat16(device):  # emulated bfloat16 is ~100x slower than the float32 it would save on
+            eval_dtype, dtype_origin = "float32", "preset asks bfloat16; float32: no native bfloat16 on this device"
     plan.evaluation = {"tasks": list(preset.tasks), "preprocess": ov.preprocess or preset.preprocess,
-                       "dtype": preset.eval_dtype}
+                       "dtype": eval_dtype}
     plan.origins["evaluation"] = {"tasks": "preset", "preprocess": "command line" if ov.preprocess else
-                                  "preset" if preset.preprocess != "raw" else "default",
-                                  "dtype": "preset" if preset.eval_dtype != "float32" else "default"}
+                                  "preset" if preset.preprocess != "raw" else "default", "dtype": dtype_origin}
     if method.size_of:
         if method.size_of == method.name or plan.generation is None or "n_pairs" not in plan.generation.field_names():
             raise DsgenError(f"method '{method.name}': size_of needs a generator with an n_pairs setting and "

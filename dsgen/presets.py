@@ -37,7 +37,8 @@ class Preset(Config):
             ``senteval`` (SentEval's Moses tokenisation and lower-casing, GenSE's convention).
         eval_dtype: weights the evaluation encodes with: ``float32`` (default, the papers') or
             ``bfloat16`` (an opt-in: about 2.4x faster on CPUs with AMX, scores within about 0.05;
-            the trained model itself stays float32).
+            the trained model itself stays float32). Where bfloat16 is emulated (a CPU without
+            AVX-512: about 100x slower than float32) the plan evaluates in float32 and says why.
         generation / training / reweighting: fields of ``GenerationConfig``, of the trainer's
             config and of the reweighter's config that set scale (model, batch size, device).
         postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,

@@ -222,3 +222,15 @@ def test_a_reweighter_error_is_that_runs_failure_not_the_comparisons(setup, tmp_
     assert len(failures) == 1 and "human-written inputs" in failures[0].reason
     failed = json.loads(runner.result_path(plan_run("x1-sdi", preset, 1)).with_suffix(".failed.json").read_text())
     assert failed["method"] == "x1-sdi" and "human-written" in failed["reason"]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_bfloat16_evaluation_falls_back_to_float32_where_bfloat16_is_emulated(setup, monkeypatch, native):
+    """An AVX2-only CPU emulates bfloat16 about 100x slower than float32: the plan says float32 and why."""
+    import dsgen.models
+
+    preset, _ = setup
+    monkeypatch.setattr(dsgen.models, "native_bfloat16", lambda device="auto": native)
+    plan = plan_run("mock-dino", replace(preset, eval_dtype="bfloat16"), 1)
+    assert plan.evaluation["dtype"] == ("bfloat16" if native else "float32")
+    assert ("no native bfloat16" in plan.origins["evaluation"]["dtype"]) != native
