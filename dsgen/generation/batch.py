@@ -168,8 +168,8 @@ class ActiveBatch:
     Args:
         model: the causal LM (its forward is called by :meth:`advance`).
         device: where the tensors live.
-        max_rows: slots (at least 12 are allocated, so that a small step can be padded to a
-            batch-invariant row count, :func:`dsgen.generation.decode_step.invariant_rows`).
+        max_rows: slots (rounded up to a batch-invariant row count, so that any step can be padded
+            to one, :func:`dsgen.generation.decode_step.invariant_rows`).
         max_columns: the longest a row gets (longest prompt + new tokens); buffers hold a few more.
         first_column: the first write column (the longest prompt, so every prompt fits before it).
         spare_columns: columns beyond the longest row; every that many steps, live columns move left.
@@ -179,7 +179,9 @@ class ActiveBatch:
                  spare_columns: int = SPARE_COLUMNS) -> None:
         self.model = model
         self.device = device
-        self.max_rows = max(max_rows, 12)
+        from dsgen.generation.decode_step import invariant_rows
+
+        self.max_rows = invariant_rows(max_rows)  # room to pad any step to a batch-invariant row count
         self.columns = max_columns + max(1, spare_columns)
         self.first_column = first_column
         self.w = first_column

@@ -14,8 +14,9 @@ threads. Three things make a forward pass *batch-invariant* on the CPU:
   one thread and a local run with two would differ). The batched matmul is invariant, and for a
   one-token step on this CPU it is also faster (3.9 ms against 7.0 ms per layer at 256 rows).
 - **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
-  at 4 and 8) with MKL on this machine, not at 1-3, 5-7 or 9-11; :func:`invariant_rows` pads a
-  small step to the next batch-invariant count (checked in ``tests/generation/test_decode_step.py``).
+  at 4 and 8) with MKL on a 2-core AMD EPYC, not at 1-3, 5-7 or 9-11; :func:`invariant_rows` pads
+  a small step to the next batch-invariant count, probed on the CPU it runs on
+  (:func:`invariant_counts`; checked in ``tests/generation/test_decode_step.py``).
 - **The output head** is computed in blocks of vocabulary columns (:func:`blocked_head`): the
   same bits as one matrix multiply (each logit is the same dot product), 1.3-1.5x faster on this
   CPU because a block of the weight matrix stays in cache.
@@ -28,6 +29,7 @@ product, mask, softmax, weighted sum); the tests check them against the model's 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,12 +38,33 @@ HEAD_BLOCK = 2048  # vocabulary columns per block of the output head (a 4.7 MB b
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
 
 
+PROBED_ROWS = 32  # row counts up to this are probed; larger ones are taken as batch-invariant
+
+
+@functools.lru_cache(maxsize=None)
+def invariant_counts() -> tuple[int, ...]:
+    """The row counts ``m <= PROBED_ROWS`` at which this CPU's float32 matrix multiply gives every
+    row the bits it gets in a batch of ``PROBED_ROWS`` rows, for a transformer's layer shapes
+    (measured once per process, on seeded data; about 0.1 s). MKL on a 2-core AMD EPYC (AVX2):
+    4, 8 and every count from 12 on; another BLAS or CPU may choose its small-batch kernels
+    elsewhere, which is why this is probed rather than written down."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    counts = set(range(1, PROBED_ROWS + 1))
+    for k, n in ((576, 1536), (1536, 576), (64, 192)):
+        w = torch.randn(n, k, generator=gen)
+        x = torch.randn(PROBED_ROWS, k, generator=gen)
+        full = torch.nn.functional.linear(x, w)
+        counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
+                                           for s in (0, PROBED_ROWS - m))}
+    return tuple(sorted(counts))
+
+
 def invariant_rows(rows: int) -> int:
     """The smallest row count >= ``rows`` at which a linear layer gives each row the bits it gets in
-    any large batch (MKL: 4, 8, and every count from 12 on)."""
-    if rows >= 12 or rows % 4 == 0:
-        return rows
-    return rows + (4 - rows % 4)
+    any large batch (:func:`invariant_counts`); ``rows`` itself when none is (or beyond the probe)."""
+    return next((m for m in invariant_counts() if m >= rows), rows)
 
 
 def row_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None,
@@ -182,5 +205,5 @@ def invariant_forward(model: Any) -> Iterator[None]:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["invariant_rows", "row_attention", "blocked_head", "blocked_output_head", "invariant_forward",
+__all__ = ["invariant_counts", "invariant_rows", "row_attention", "blocked_head", "blocked_output_head", "invariant_forward",
            "ROW_ATTENTION", "HEAD_BLOCK"]
