@@ -98,13 +98,12 @@ def greedy_agreement(model: Any, tokenizer: Any, reqs: list[Any], batch_sizes: S
 
     greedy = SamplingConfig(top_k=1)
     items = [DecodeRequest(r.prompt, r.counter_prompts, 1) for r in reqs]
+    reference = reference_decode(model, tokenizer, items, greedy, seed=seed) if other is None else None
     agreement = {}
     for batch_size in batch_sizes:
         a = DebiasedDecoder(model, tokenizer, greedy, max_rows=batch_size).decode(items, seed=seed)
-        if other is None:
-            b = reference_decode(model, tokenizer, items, greedy, seed=seed) if not agreement else b
-        else:
-            b = DebiasedDecoder(other, tokenizer, greedy, max_rows=batch_size).decode(items, seed=seed)
+        b = reference if reference is not None else DebiasedDecoder(other, tokenizer, greedy,
+                                                                    max_rows=batch_size).decode(items, seed=seed)
         agreement[batch_size] = sum(same_output(x[0], y[0]) for x, y in zip(a, b)) / len(items)
     return agreement
 
