@@ -215,6 +215,8 @@ def bench_eval(
     tasks: Optional[str] = typer.Option("mteb", help="Tasks (default: MTEB's seven)."),
     data_dir: DataDirOpt = None,
     batch_size: int = typer.Option(64, help="Batch size of the naive baseline."),
+    token_budget: Optional[list[int]] = typer.Option(
+        None, help="Further evaluator batch shapes to time, in padded tokens per batch; repeatable (default: 8192)."),
     json_out: Optional[Path] = typer.Option(None, "--json"),
 ) -> None:
     """The evaluator (distinct sentences once, length-bucketed batches) vs naive per-task encoding: sentences/s, ratio, score agreement."""
@@ -225,9 +227,12 @@ def bench_eval(
     parse_tasks(tasks)
     if batch_size < 1:
         raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
+    if token_budget and min(token_budget) < 1:
+        raise DsgenError(f"--token-budget must be at least 1 (got {min(token_budget)})")
     if json_out:
         check_writable_target(json_out)
-    run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out)
+    run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out,
+        token_budgets=tuple(token_budget) if token_budget else None)
 
 
 # -- methods: plan, run, compare, regress, analyze, claims -------------------------------------

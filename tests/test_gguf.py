@@ -220,3 +220,39 @@ def test_unreadable_gguf_is_a_one_line_error(tmp_path, cache):
         load_causal_lm(str(bad), "cpu")
     assert "\n" not in str(err.value)
     assert str(bad) in str(err.value)
+
+
+def test_a_shared_gguf_parse_writes_the_same_checkpoint(tiny_gguf, tmp_path, monkeypatch):
+    """gguf_read_once parses the file once for tokenizer, config and weights, writes the same bytes
+    as transformers' own three parses, and puts gguf's names back afterwards."""
+    import contextlib
+
+    import dsgen.models
+
+    path, _ = tiny_gguf
+    parses: list[str] = []
+    original = gguf.GGUFReader
+
+    class CountingReader(original):
+        def __init__(self, *args, **kwargs):
+            parses.append(str(args[0]))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    name_map = gguf.get_tensor_name_map
+
+    monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path / "shared"))
+    shared, hit = dequantised_checkpoint(path)
+    assert hit is False and len(parses) == 1
+    assert gguf.GGUFReader is CountingReader and gguf.get_tensor_name_map is name_map
+
+    monkeypatch.setattr(dsgen.models, "gguf_read_once", contextlib.nullcontext)
+    monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path / "unshared"))
+    unshared, _ = dequantised_checkpoint(path)
+    assert len(parses) > 2  # transformers' own way: tokenizer, config and weights each parse the file
+
+    files = sorted(p.relative_to(shared) for p in shared.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(unshared) for p in unshared.rglob("*") if p.is_file())
+    assert any(f.suffix == ".safetensors" for f in files)
+    for f in files:
+        assert (shared / f).read_bytes() == (unshared / f).read_bytes(), f
