@@ -11,7 +11,7 @@ Names accepted everywhere a model is asked for:
 | a path to ``*.gguf`` | any local GGUF file |
 | anything else | a Hugging Face id or local directory (``from_pretrained``) |
 
-GGUF weights are dequantised by transformers on load (~20-60 s); the result is cached as a
+GGUF weights are dequantised by transformers on load (7-40 s, see :func:`gguf_read_once`); the result is cached as a
 plain safetensors checkpoint under ``$DSGEN_CACHE_DIR/models`` (default
 ``~/.cache/dsgen/models``) so that later loads take a second.
 
