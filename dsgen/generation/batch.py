@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
 from dsgen.generation.forward import buffer_cache, pad_id, tokenize
 
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
@@ -179,8 +180,6 @@ class ActiveBatch:
                  spare_columns: int = SPARE_COLUMNS) -> None:
         self.model = model
         self.device = device
-        from dsgen.generation.decode_step import invariant_rows
-
         self.max_rows = invariant_rows(max_rows)  # room to pad any step to a batch-invariant row count
         self.columns = max_columns + max(1, spare_columns)
         self.first_column = first_column
@@ -197,8 +196,6 @@ class ActiveBatch:
     @property
     def rows(self) -> int:
         """Rows forwarded per step: the used slots, padded to a batch-invariant count."""
-        from dsgen.generation.decode_step import invariant_rows
-
         return min(invariant_rows(self.used), self.max_rows) if self.used else 0
 
     @property
@@ -359,8 +356,6 @@ class ActiveBatch:
         The step is batch-invariant (:mod:`dsgen.generation.decode_step`): a row's logits are the
         same bits whichever rows share the step, so sharing, forking and moving rows change no output."""
         import torch
-
-        from dsgen.generation.decode_step import blocked_output_head, invariant_forward
 
         if self.w >= self.columns:
             self._move_columns_left()

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
+
 
 def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     """Token ids of each text as the model expects a sequence to start (the tokenizer's special
@@ -134,8 +136,6 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     sequence) until the row count is batch-invariant (:func:`~dsgen.generation.decode_step.invariant_rows`).
     """
     import torch
-
-    from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
 
     device = next(model.parameters()).device
     n = len(new)
