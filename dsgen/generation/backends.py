@@ -106,11 +106,9 @@ class LocalBackend(Backend):
                     accepted[0] += 1
                     advance(1)
 
-            before = dict(decoder.stats)
-            rows = decode_chunk(decoder, chunk, on_output)
+            rows, work = decode_chunk(decoder, chunk, on_output)
             advance(max(0, chunk.target - accepted[0]))  # the bar counts targets; unfilled ones are done too
             seconds = time.perf_counter() - started
-            work = {k: v - before.get(k, 0) for k, v in decoder.stats.items()}
             on_done(chunk, rows, {"worker": "local", "seconds": round(seconds, 3), **work})
             report.per_worker["local"]["chunks"] += 1
             report.per_worker["local"]["seconds"] = round(report.per_worker["local"]["seconds"] + seconds, 3)

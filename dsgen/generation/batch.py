@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
+from dsgen.generation.decode_step import blocked_output_head, invariant_forward
 from dsgen.generation.forward import buffer_cache, pad_id, tokenize
+from dsgen.generation.invariance import numerics
 
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
 
@@ -83,11 +84,12 @@ class PromptBank:
     of prompts into the batch is one copy per layer.
 
     Args:
-        share_prefixes: compute shared prefixes once (False: every prompt whole; the same values).
+        share_prefixes: compute shared prefixes once (False: every prompt whole; the same values);
+            None: where this machine's probe found it exact (:func:`~dsgen.generation.invariance.numerics`).
     """
 
     def __init__(self, model: Any, tokenizer: Any, prompts: Sequence[str], batch_size: int = 32,
-                 share_prefixes: bool = True) -> None:
+                 share_prefixes: bool | None = None) -> None:
         import torch
 
         from dsgen.generation.forward import extend_rows
@@ -101,10 +103,13 @@ class PromptBank:
         self.values: list[Any] = []
         self.logits: Any = None
         self.forward_tokens = 0
-        self.batches = 0
+        self.batches = 0  # forward passes: prefix batches plus suffix batches
+        self.suffix_batches = 0  # forward passes over prompts' own tokens (after their prefix, or whole)
         if not distinct:
             return
         pad = pad_id(tokenizer)
+        if share_prefixes is None:
+            share_prefixes = numerics(model).shared
         shared = shared_prefixes(ids) if share_prefixes else [0] * len(ids)
 
         # 1. each shared prefix once: per layer [H, p, D]
@@ -142,6 +147,7 @@ class PromptBank:
             out = extend_rows(model, [ids[i][shared[i]:] for i in rows], pad, past_k, past_v, past_lengths)
             self.forward_tokens += sum(out.lengths)
             self.batches += 1
+            self.suffix_batches += 1
             if self.logits is None:
                 self._allocate(len(distinct), out)
             for r, i in enumerate(rows):
@@ -170,7 +176,7 @@ class ActiveBatch:
         model: the causal LM (its forward is called by :meth:`advance`).
         device: where the tensors live.
         max_rows: slots (rounded up to a batch-invariant row count, so that any step can be padded
-            to one, :func:`dsgen.generation.decode_step.invariant_rows`).
+            to one, as probed for the model: :func:`dsgen.generation.invariance.numerics`).
         max_columns: the longest a row gets (longest prompt + new tokens); buffers hold a few more.
         first_column: the first write column (the longest prompt, so every prompt fits before it).
         spare_columns: columns beyond the longest row; every that many steps, live columns move left.
@@ -180,7 +186,8 @@ class ActiveBatch:
                  spare_columns: int = SPARE_COLUMNS) -> None:
         self.model = model
         self.device = device
-        self.max_rows = invariant_rows(max_rows)  # room to pad any step to a batch-invariant row count
+        self.numerics = numerics(model)
+        self.max_rows = self.numerics.rows(max_rows)  # room to pad any step to a batch-invariant row count
         self.columns = max_columns + max(1, spare_columns)
         self.first_column = first_column
         self.w = first_column
@@ -196,7 +203,7 @@ class ActiveBatch:
     @property
     def rows(self) -> int:
         """Rows forwarded per step: the used slots, padded to a batch-invariant count."""
-        return min(invariant_rows(self.used), self.max_rows) if self.used else 0
+        return min(self.numerics.rows(self.used), self.max_rows) if self.used else 0
 
     @property
     def live(self) -> int:
@@ -371,7 +378,7 @@ class ActiveBatch:
         additive = torch.zeros(attend.shape, dtype=self.keys[0].dtype, device=self.device)
         additive.masked_fill_(attend == 0, torch.finfo(additive.dtype).min)
         cache = buffer_cache(self.keys, self.values, rows, w)
-        with invariant_forward(self.model), blocked_output_head(self.model, out=self.logits):
+        with invariant_forward(self.model, self.numerics.attention), blocked_output_head(self.model, out=self.logits):
             out = self.model(input_ids=tokens[:, None], attention_mask=additive[:, None, None, :],
                              position_ids=self.pos[:rows, None], past_key_values=cache, use_cache=True,
                              logits_to_keep=1)

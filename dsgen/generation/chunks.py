@@ -44,15 +44,22 @@ def chunk_seed(run_seed: int, index: int) -> int:
 
 
 def decode_chunk(decoder: DebiasedDecoder, chunk: Chunk,
-                 on_output: Callable[[DecodeOutput], None] | None = None) -> list[dict[str, Any]]:
-    """Rows of one chunk: every sampled output with its (x1, label), acceptance, try and length."""
+                 on_output: Callable[[DecodeOutput], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(rows, work) of one chunk. Rows: every sampled output with its (x1, label), acceptance, try
+    and length. Work: the decoder's counters for this chunk (rows forwarded, steps, forks...) and
+    the numerics the machine's probe chose (:func:`dsgen.generation.invariance.numerics`), which
+    every backend reports the same way."""
+    before = dict(decoder.stats)
     results = decoder.decode([i.request for i in chunk.items], seed=chunk.seed, on_group_done=on_output)
     rows = []
     for item, outs in zip(chunk.items, results):
         for o in outs:
             rows.append({"x1": item.x1, "label": item.label, "text": o.text, "accepted": o.accepted,
                          "attempt": o.attempt, "n_tokens": o.n_tokens})
-    return rows
+    work: dict[str, Any] = {k: v - before.get(k, 0) for k, v in decoder.stats.items()}
+    if decoder.numerics is not None:
+        work["numerics"] = decoder.numerics.summary()
+    return rows, work
 
 
 class ChunkStore:

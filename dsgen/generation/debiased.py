@@ -205,26 +205,33 @@ class DebiasedGenerator(Generator):
 
         pairs, stats = self._assemble(store, chunks, inputs is not None)
         stats["resumed_chunks"] = len(done)
-        write_pairs(out, pairs)
         lm = self._lm.describe() if self._lm is not None else {"name": cfg.generator}
         write_sidecar(out, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
                       task_spec=spec.to_dict(), dataset_key=key, generator=lm, seed=cfg.seed,
                       n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs), stats=stats,
                       backend={**report.to_dict(), "chunks": sorted(timings, key=lambda t: t["chunk"])},
+                      numerics=sorted({t["numerics"] for t in timings if "numerics" in t}),
                       timings={"generate_seconds": round(time.perf_counter() - started, 2)})
+        write_pairs(out, pairs)  # last: the pairs file appearing is what marks the run complete
         store.remove()
         return pairs
 
     def _assemble(self, store: ChunkStore, chunks: list[Chunk], with_inputs: bool) -> tuple[list[Pair], dict[str, int]]:
-        """Pairs from the chunk files in chunk order (accepted outputs, duplicates removed)."""
+        """Pairs from the chunk files in chunk order (accepted outputs, duplicates removed), and the
+        counts: sampled, accepted, tokens, and the rejected outputs by reason (``rejected_unclosed``:
+        no closing quote; ``rejected_empty``; ``rejected_newline``)."""
         pairs: list[Pair] = []
         seen: set[tuple] = set()
-        stats = {"sampled": 0, "accepted": 0, "tokens": 0}
+        stats = {"sampled": 0, "accepted": 0, "tokens": 0, "rejected_unclosed": 0, "rejected_empty": 0,
+                 "rejected_newline": 0, "duplicates": 0}
         for chunk in chunks:
             for row in store.read(chunk.index):
                 stats["sampled"] += 1
                 stats["tokens"] += row["n_tokens"]
                 if not row["accepted"]:
+                    text = row["text"]
+                    reason = "unclosed" if text is None else "empty" if not text else "newline"
+                    stats[f"rejected_{reason}"] += 1
                     continue
                 stats["accepted"] += 1
                 extra = {"attempt": row["attempt"]}
@@ -232,6 +239,7 @@ class DebiasedGenerator(Generator):
                         else Pair(row["text"], None, parse_label(row["label"]), extra=extra))
                 if self.config.remove_duplicates:
                     if pair.key() in seen:
+                        stats["duplicates"] += 1
                         continue
                     seen.add(pair.key())
                 pairs.append(pair)

@@ -4,7 +4,7 @@ The decode loop (:mod:`dsgen.generation.decoding`) shares one row between every 
 sequence is the same so far, forks it when their tokens differ, and moves rows to fill the
 slots of finished ones. That saves work only if it changes nothing: the logits of a sequence
 must be the same bits whichever rows it is batched with, in whatever slot, on however many
-threads. Three things make a forward pass *batch-invariant* on the CPU:
+threads. Four things make a forward pass *batch-invariant* on the CPU:
 
 - **Attention** runs as one batched matrix multiply per row and key-value head
   (:func:`row_attention`), registered with transformers' attention interface for the duration of
@@ -13,10 +13,19 @@ threads. Three things make a forward pass *batch-invariant* on the CPU:
   which thread handled the row, so on the batch size and on the thread count (a Ray actor with
   one thread and a local run with two would differ). The batched matmul is invariant, and for a
   one-token step on this CPU it is also faster (3.9 ms against 7.0 ms per layer at 256 rows).
+- **The softmax over key columns**: a row's real keys sit at different columns, and among
+  different numbers of masked ones, depending on what the row is batched with. PyTorch's fused
+  softmax sums a row in vector lanes with a scalar tail, so its sum can depend on the row's width:
+  on an AVX2 CPU it does not (for the widths probed), on AVX-512 it does (16 lanes: 12 real
+  columns alone are summed as a tail, in a 98-wide row as part of a vector). Where the
+  machine's probe (:mod:`dsgen.generation.invariance`) finds that, the softmax's sum is taken
+  exactly instead (:func:`exact_softmax`): every term is rounded to a multiple of 2^-40 and summed in
+  float64, where such a sum has no rounding at all, so it is the same bits in any order, width or
+  lane layout (invariant by construction, at a relative cost of a few percent of a step).
 - **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
-  at 4 and 8) with MKL on a 2-core AMD EPYC, not at 1-3, 5-7 or 9-11; :func:`invariant_rows` pads
-  a small step to the next batch-invariant count, probed on the CPU it runs on
-  (:func:`invariant_counts`; checked in ``tests/generation/test_decode_step.py``).
+  at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11;
+  :func:`invariant_rows` pads a small step to the next batch-invariant count, probed on the CPU it
+  runs on, at the model's own layer shapes (:func:`invariant_counts`).
 - **The output head** is computed in blocks of vocabulary columns (:func:`blocked_head`): the
   same bits as one matrix multiply (each logit is the same dot product), 1.3-1.5x faster on this
   CPU because a block of the weight matrix stays in cache.
@@ -34,25 +43,30 @@ from collections.abc import Iterator
 from typing import Any
 
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
+ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
+ATTENTION_NAMES = {"softmax": ROW_ATTENTION, "exact-sum": ROW_ATTENTION_EXACT}  # a probe's choice -> name
+EXACT_QUANTUM = 2.0 ** -40  # exact_softmax rounds each term to a multiple of this before its exact sum
 HEAD_BLOCK = 2048  # vocabulary columns per block of the output head (a 4.7 MB block for SmolLM2)
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
 
 
 PROBED_ROWS = 32  # row counts up to this are probed; larger ones are taken as batch-invariant
+LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
 
 
 @functools.lru_cache(maxsize=None)
-def invariant_counts() -> tuple[int, ...]:
+def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
     """The row counts ``m <= PROBED_ROWS`` at which this CPU's float32 matrix multiply gives every
-    row the bits it gets in a batch of ``PROBED_ROWS`` rows, for a transformer's layer shapes
-    (measured once per process, on seeded data; about 0.1 s). MKL on a 2-core AMD EPYC (AVX2):
-    4, 8 and every count from 12 on; another BLAS or CPU may choose its small-batch kernels
-    elsewhere, which is why this is probed rather than written down."""
+    row the bits it gets in a batch of ``PROBED_ROWS`` rows, for linear layers of the given
+    ``(in, out)`` shapes (measured once per process and shape set, on seeded data; about 0.1 s for
+    the default set). MKL on a 2-core AMD EPYC, AVX2 or AVX-512: 4, 8 and every count from 12 on;
+    another BLAS or CPU may choose its small-batch kernels elsewhere, which is why this is probed
+    rather than written down."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     counts = set(range(1, PROBED_ROWS + 1))
-    for k, n in ((576, 1536), (1536, 576), (64, 192)):
+    for k, n in shapes:
         w = torch.randn(n, k, generator=gen)
         x = torch.randn(PROBED_ROWS, k, generator=gen)
         full = torch.nn.functional.linear(x, w)
@@ -61,14 +75,56 @@ def invariant_counts() -> tuple[int, ...]:
     return tuple(sorted(counts))
 
 
-def invariant_rows(rows: int) -> int:
-    """The smallest row count >= ``rows`` at which a linear layer gives each row the bits it gets in
-    any large batch (:func:`invariant_counts`); ``rows`` itself when none is (or beyond the probe)."""
-    return next((m for m in invariant_counts() if m >= rows), rows)
+def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
+    """The smallest row count >= ``rows`` among ``counts`` (default: :func:`invariant_counts` of the
+    default shapes), at which a linear layer gives each row the bits it gets in any large batch;
+    ``rows`` itself when none is (or beyond the probe)."""
+    return next((m for m in (invariant_counts() if counts is None else counts) if m >= rows), rows)
+
+
+@functools.lru_cache(maxsize=None)
+def invariant_key_columns(head_dim: int) -> int:
+    """The fewest key columns from which this CPU's batched matrix multiply of queries by keys
+    (``[M, D] x [D, L]``) gives every score the bits it gets at ``PROBED_ROWS`` columns, for the
+    query row counts a prefill uses (probed once per head size). MKL on a 2-core AMD EPYC, AVX2 or
+    AVX-512: 12 for ``D`` from 16 to 128, 13 for ``D`` = 8. A prefill pads its keys
+    to at least this many (masked zeros), so that a short prompt batched alone gets the bits it
+    gets beside long ones."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    smallest = 1
+    for m in (4, 8, 12, 16):
+        q = torch.randn(2, m, head_dim, generator=gen)
+        k = torch.randn(2, PROBED_ROWS, head_dim, generator=gen)
+        full = torch.bmm(q, k.transpose(1, 2))
+        for n in range(PROBED_ROWS - 1, 0, -1):
+            if not torch.equal(torch.bmm(q, k[:, :n].transpose(1, 2)), full[..., :n]):
+                smallest = max(smallest, n + 1)
+                break
+    return smallest
+
+
+def exact_softmax(scores: Any) -> Any:
+    """Softmax over the last dimension whose sum has no rounding, so a row's probabilities are the
+    same bits whatever its width, the position of its real columns and the CPU's vector lanes.
+
+    The maximum is exact in any order and ``exp`` is elementwise; the sum is the one reduction that
+    rounds. Each term (in [0, 1]) is rounded to a multiple of 2^-40 and the terms are added in
+    float64: ``L`` such terms (``L < 2^12``) add up to an integer multiple of 2^-40 below 2^52,
+    which float64 holds exactly, so every order of addition gives the same sum. That sum differs
+    from the true one by under ``L * 2^-41``, relative to a sum >= 1 (the largest term is 1):
+    below float32's resolution, so the probabilities are as accurate as the fused kernel's.
+    """
+    import torch
+
+    e = torch.exp(scores - scores.amax(dim=-1, keepdim=True)).double()
+    total = torch.round(e / EXACT_QUANTUM).sum(dim=-1, keepdim=True) * EXACT_QUANTUM
+    return (e / total).float()
 
 
 def row_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None,
-                  dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
+                  dropout: float = 0.0, exact_sum: bool = False, **kwargs: Any) -> tuple[Any, None]:
     """Scaled dot-product attention as one batched matrix multiply per row and key-value head
     (transformers' attention-interface signature).
 
@@ -76,6 +132,8 @@ def row_attention(module: Any, query: Any, key: Any, value: Any, attention_mask:
         query: ``[B, H, Q, D]``.
         key / value: ``[B, Hkv, L, D]`` (H a multiple of Hkv: grouped-query attention).
         attention_mask: ``[B, 1, Q, L]``, boolean (True: attend) or additive; None for plain causal.
+        exact_sum: the softmax's sum without rounding (:func:`exact_softmax`) instead of PyTorch's fused
+            softmax, where the machine's probe found the latter's bits depend on the row's width.
     Returns:
         ``([B, Q, H, D], None)``, as transformers' SDPA attention returns it.
 
@@ -109,19 +167,29 @@ def row_attention(module: Any, query: Any, key: Any, value: Any, attention_mask:
         attention_mask = attention_mask.to(query.dtype).clamp_min(lowest)
     # the query heads of one key-value head share its keys: [B*Hkv, M, D] x [B*Hkv, D, L], M = rep*Q.
     # Below 12 (but 4 and 8) a score depends on its key's column modulo 4, so on how far a row is
-    # padded; a prefill pads M with zero queries, so that a prompt gets the same bits whatever it is
-    # batched with. A one-token step keeps M = rep: within a decode call a row's alignment follows
-    # from the schedule alone (sharing and moving rows keep it), and padding would change the bits
-    # of every step relative to earlier releases of dsgen, so, rarely, a sampled token.
+    # padded, and a short L differs from a long one: a prefill pads M with zero queries and L with
+    # masked zero keys (:func:`invariant_key_columns`), so
+    # that a prompt gets the same bits whatever it is batched with. A one-token step keeps M = rep
+    # and L: within a decode call every row has the same L and a row's alignment follows from the
+    # schedule alone (sharing and moving rows keep it), and padding would change the bits of every
+    # step relative to earlier releases of dsgen, so, rarely, a sampled token.
     m = rep * q_len
     q = query.reshape(b * hkv, m, d)
+    keys, values = key.reshape(b * hkv, length, d), value.reshape(b * hkv, length, d)
     if q_len > 1 and invariant_rows(m) != m:
         q = torch.cat([q, q.new_zeros(b * hkv, invariant_rows(m) - m, d)], dim=1)
-    scores = torch.bmm(q, key.reshape(b * hkv, length, d).transpose(1, 2))
+    if q_len > 1 and length < invariant_key_columns(d):
+        extra = invariant_key_columns(d) - length
+        keys = torch.cat([keys, keys.new_zeros(b * hkv, extra, d)], dim=1)
+        values = torch.cat([values, values.new_zeros(b * hkv, extra, d)], dim=1)
+        attention_mask = torch.nn.functional.pad(attention_mask, (0, extra), value=lowest)
+        length += extra
+    scores = torch.bmm(q, keys.transpose(1, 2))
     real = scores[:, :m].view(b, hkv, rep, q_len, length)
     real.mul_(scale).add_(attention_mask.view(attention_mask.shape[0], -1, 1, q_len, length))
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
-    out = torch.bmm(probs, value.reshape(b * hkv, length, d))[:, :m]
+    probs = (exact_softmax(scores.float()) if exact_sum else torch.softmax(scores, dim=-1, dtype=torch.float32))
+    probs = probs.to(value.dtype)
+    out = torch.bmm(probs, values)[:, :m]
     return out.reshape(b, h, q_len, d).transpose(1, 2), None
 
 
@@ -129,10 +197,11 @@ def _register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    if ROW_ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(ROW_ATTENTION, row_attention)
-    if ROW_ATTENTION not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:  # masks prepared as for SDPA
-        ALL_MASK_ATTENTION_FUNCTIONS.register(ROW_ATTENTION, sdpa_mask)
+    for name, exact in ((ROW_ATTENTION, False), (ROW_ATTENTION_EXACT, True)):
+        if name not in AttentionInterface._global_mapping:
+            AttentionInterface.register(name, functools.partial(row_attention, exact_sum=exact))
+        if name not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:  # masks prepared as for SDPA
+            ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
 
 
 def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None) -> Any:
@@ -187,23 +256,25 @@ def blocked_output_head(model: Any, out: Any = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def invariant_forward(model: Any) -> Iterator[None]:
-    """Within the block, the model's attention is :func:`row_attention` (batch- and thread-invariant).
+def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
+    """Within the block, the model's attention is :func:`row_attention` (batch- and thread-invariant),
+    with PyTorch's softmax (``attention="softmax"``) or :func:`exact_softmax` (``"exact-sum"``), as
+    the machine's probe chose (:func:`dsgen.generation.invariance.numerics`).
 
     Models whose attention implementation is neither SDPA nor eager (a flash-attention kernel on
     a GPU) keep their own: correct, but not batch-invariant."""
     cfg = getattr(model, "config", None)
     before = getattr(cfg, "_attn_implementation", None)
-    if before not in _SAME_MATHS:
+    if before not in _SAME_MATHS and before not in ATTENTION_NAMES.values():
         yield
         return
     _register()
-    cfg._attn_implementation_internal = ROW_ATTENTION
+    cfg._attn_implementation_internal = ATTENTION_NAMES[attention]
     try:
         yield
     finally:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["invariant_counts", "invariant_rows", "row_attention", "blocked_head", "blocked_output_head", "invariant_forward",
-           "ROW_ATTENTION", "HEAD_BLOCK"]
+__all__ = ["invariant_counts", "invariant_rows", "invariant_key_columns", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
+           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]

@@ -256,11 +256,16 @@ class OutputRules:
         pad = [False] * (self.vocab_size - n_tok)
         self.quote_tokens = torch.tensor([close_quote in p for p in pieces] + pad, dtype=torch.bool)
         self.newline_tokens = torch.tensor(["\n" in p for p in pieces] + pad, dtype=torch.bool)
+        # the end-of-text ids the logits have (a tokenizer may declare one beyond the model's vocabulary)
+        self.end_ids = sorted({int(i) for i in end_ids if 0 <= int(i) < self.vocab_size})
         self.end_tokens = torch.zeros(self.vocab_size, dtype=torch.bool)
-        for i in end_ids:
-            if 0 <= i < self.vocab_size:
-                self.end_tokens[i] = True
+        self.end_tokens[self.end_ids] = True
         self.beyond_tokenizer = list(range(n_tok, self.vocab_size))
+
+    def blocked(self, suppress_eos: bool) -> list[int]:
+        """Ids never sampled: the end-of-text ids when suppressed, and every id a padded vocabulary has
+        beyond the tokenizer's (the tokenizer cannot decode them)."""
+        return (self.end_ids if suppress_eos else []) + self.beyond_tokenizer
 
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
@@ -337,7 +342,8 @@ class DebiasedDecoder:
         spare_columns: cache columns beyond the longest row (:class:`ActiveBatch`): memory against how
             often live columns move left.
         share_rows: forward each distinct sequence once (False: one row per group and prompt, for
-            benchmarks and equivalence tests; the outputs are the same).
+            benchmarks and equivalence tests; the outputs are the same). Rows are shared only where
+            the machine's probe found sharing exact (:func:`dsgen.generation.invariance.numerics`).
 
     Example:
         >>> dec = DebiasedDecoder(lm.model, lm.tokenizer, SamplingConfig(), end_ids=lm.end_ids())  # doctest: +SKIP
@@ -362,10 +368,12 @@ class DebiasedDecoder:
         vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
         self.rules = rules or OutputRules(tokenizer, vocab, end_ids=self.end_ids)
         self.device = next(model.parameters()).device
-        self.stats = {"forward_rows": 0, "prefill_tokens": 0, "unshared_rows": 0, "steps": 0, "prefill_batches": 0}
+        self.stats = {"forward_rows": 0, "prefill_tokens": 0, "unshared_rows": 0, "steps": 0, "prefill_batches": 0,
+                      "prefill_suffix_batches": 0}
+        self.numerics: Any = None  # what this machine's probe chose for the model (set by the first decode)
 
     def blocked_ids(self) -> list[int]:
-        return (self.end_ids if self.sampling.suppress_eos else []) + self.rules.beyond_tokenizer
+        return self.rules.blocked(self.sampling.suppress_eos)
 
     @property
     def newline_stops(self) -> bool:
@@ -391,136 +399,186 @@ class DebiasedDecoder:
 
     def _decode(self, requests: Sequence[DecodeRequest], seed: int,
                 on_group_done: Callable[[DecodeOutput], None] | None) -> list[list[DecodeOutput]]:
+        from dsgen.generation.invariance import numerics
+
+        self.numerics = numerics(self.model)
+        schedule = _Schedule(self, requests, seed, on_group_done)
+        outputs = schedule.run()
+        for k, v in schedule.batch.events.items():
+            self.stats[k] = self.stats.get(k, 0) + v
+        return outputs
+
+
+class _Schedule:
+    """One call of :meth:`DebiasedDecoder.decode`: the queue of groups, the active batch, and the loop
+    that reads as its five steps: :meth:`admit`, :meth:`sample`, :meth:`retire`,
+    :meth:`continue_rows`, :meth:`forward`.
+
+    Host-device synchronisation (checked): one device-to-host copy per step, of the sampled tokens
+    with their log-probabilities and stop flags, which decide which groups end, and one host-to-device
+    copy of the small index tensors (rows of each group, token of each row). The model's own forward
+    (transformers' attention-mask preparation) may add its own.
+    """
+
+    def __init__(self, decoder: DebiasedDecoder, requests: Sequence[DecodeRequest], seed: int,
+                 on_group_done: Callable[[DecodeOutput], None] | None) -> None:
         import torch
 
-        gen = torch.Generator(device=self.device)
+        self.dec = decoder
+        self.on_group_done = on_group_done
+        # sharing rows is exact only where the machine's probe says so; elsewhere every group keeps its own rows
+        self.share_rows = decoder.share_rows and decoder.numerics.shared
+        gen = torch.Generator(device=decoder.device)
         gen.manual_seed(seed)
-        sampler = TokenSampler(self.sampling, self.blocked_ids(), gen)
-        stop_tok = self.stop_tokens()
-        items = [_Item(r) for r in requests]
-        bank = PromptBank(self.model, self.tokenizer, [p for r in requests for p in (r.prompt, *r.counter_prompts)],
-                          self.prefill_batch)
-        check_fits_window(self.model, bank.width, self.sampling.max_new_tokens)
-        self.stats["forward_rows"] += bank.forward_tokens
-        self.stats["prefill_tokens"] += bank.forward_tokens
-        self.stats["prefill_batches"] += bank.batches
-        queue: deque[_Group] = deque()
+        self.sampler = TokenSampler(decoder.sampling, decoder.blocked_ids(), gen)
+        self.stop_tok = decoder.stop_tokens()
+        self.items = [_Item(r) for r in requests]
+        self.bank = PromptBank(decoder.model, decoder.tokenizer,
+                               [p for r in requests for p in (r.prompt, *r.counter_prompts)], decoder.prefill_batch)
+        check_fits_window(decoder.model, self.bank.width, decoder.sampling.max_new_tokens)
+        stats = decoder.stats
+        stats["forward_rows"] += self.bank.forward_tokens
+        stats["prefill_tokens"] += self.bank.forward_tokens
+        stats["prefill_batches"] += self.bank.batches
+        stats["prefill_suffix_batches"] = stats.get("prefill_suffix_batches", 0) + self.bank.suffix_batches
+        self.queue: deque[_Group] = deque()
+        for item in self.items:
+            self._enqueue_round(item)
+        self.batch = ActiveBatch(decoder.model, decoder.device,
+                                 decoder.max_rows + max(len(r.counter_prompts) + 1 for r in requests),
+                                 self.bank.width + decoder.sampling.max_new_tokens, self.bank.width,
+                                 decoder.spare_columns)
+        self.groups: list[_Group] = []
+        self.budget = 0  # rows the groups would use unshared: admission counts these, so sharing leaves the schedule alone
+        self.fresh: dict[str, int] = {}  # prompt -> its row admitted this step (no token fed yet), shared by new groups
 
-        def enqueue_round(item: _Item) -> None:
-            missing = item.request.n - item.accepted
-            if missing <= 0 or item.attempt >= item.request.max_attempts:
-                return
-            item.attempt += 1
-            item.outstanding += missing
-            prompts = (item.request.prompt, *item.request.counter_prompts)
-            queue.extend(_Group(item, prompts, item.attempt) for _ in range(missing))
-
-        def finish(group: _Group, raw: str) -> None:
-            text, ok = self.rules.judge(raw)
-            out = DecodeOutput(text, raw, group.tokens, group.attempt, ok, group.logprobs)
-            item = group.item
-            item.outputs.append(out)
-            item.accepted += int(ok)
-            item.outstanding -= 1
-            if on_group_done is not None:
-                on_group_done(out)
-            if item.outstanding == 0:
-                enqueue_round(item)
-
-        for item in items:
-            enqueue_round(item)
-        batch = ActiveBatch(self.model, self.device, self.max_rows + max(len(r.counter_prompts) + 1 for r in requests),
-                            bank.width + self.sampling.max_new_tokens, bank.width, self.spare_columns)
-        groups: list[_Group] = []
-        budget = 0  # rows the groups would use unshared: admission counts these, so sharing leaves the schedule alone
-        fresh: dict[str, int] = {}  # prompt -> its row admitted this step (no token fed yet), shared by new groups
-        # Host-device synchronisation (checked): one device-to-host copy per step, of the sampled
-        # tokens with their log-probabilities and stop flags, which decide which groups end, and one
-        # host-to-device copy of the small index tensors (rows of each group, token of each row).
-        # The model's own forward (transformers' attention-mask preparation) may add its own.
-        while queue or groups:
-            # 1. admit queued groups while the row budget allows (always at least one group)
-            admitted: list[_Group] = []
-            while queue and (budget + len(queue[0].prompts) <= self.max_rows or not (groups or admitted)):
-                admitted.append(queue.popleft())
-                budget += len(admitted[-1].prompts)
-            if admitted:
-                wanted = [p for g in admitted for p in g.prompts]
-                if self.share_rows:
-                    new = [p for p in dict.fromkeys(wanted) if p not in fresh]
-                    fresh.update(zip(new, batch.admit(bank, new)))
-                    for g in admitted:
-                        g.slots = [fresh[p] for p in g.prompts]
-                else:
-                    slots = batch.admit(bank, wanted)
-                    for g in admitted:
-                        g.slots, slots = slots[:len(g.prompts)], slots[len(g.prompts):]
-                groups += admitted
-
-            # 2. one token per group, drawn from its debiased distribution
-            tokens, logprobs = sampler.sample(batch.logits, *_layout(groups, self.device))
-            self.stats["steps"] += 1
-
-            # 3. retire the groups that ended (their text is decoded only when a stop token came)
-            host = torch.stack([tokens.double(), logprobs.double(), stop_tok.index_select(0, tokens).double()]).tolist()
-            survivors: list[tuple[_Group, int]] = []
-            ended: list[_Group] = []
-            for gi, g in enumerate(groups):
-                g.tokens.append(int(host[0][gi]))
-                g.logprobs.append(host[1][gi])
-                at_limit = len(g.tokens) >= self.sampling.max_new_tokens
-                if not (at_limit or host[2][gi]):
-                    survivors.append((g, g.tokens[-1]))
-                    continue
-                raw = self.rules.decode(g.tokens)
-                last = g.tokens[-1]
-                if (at_limit or self.rules.close_quote in raw
-                        or (not self.sampling.suppress_eos and bool(self.rules.end_tokens[last]))
-                        or (self.newline_stops and "\n" in raw)):
-                    finish(g, raw)
-                    ended.append(g)
-                    budget -= len(g.prompts)
-                else:
-                    survivors.append((g, last))
-            groups = [g for g, _ in survivors]
-            if not groups:
-                batch.release(sorted({s for g in ended for s in g.slots}))
-                fresh.clear()
+    def run(self) -> list[list[DecodeOutput]]:
+        while self.queue or self.groups:
+            self.admit()
+            survivors, ended = self.retire(*self.sample())
+            if not self.groups:
+                self.batch.release(sorted({s for g in ended for s in g.slots}))
+                self.fresh.clear()
                 continue
+            self.forward(self.continue_rows(survivors, ended))
+        return [it.outputs for it in self.items]
 
-            # 4. continue every row with its groups' token: a row whose groups drew different tokens
-            #    is forked, a row no surviving group holds is freed, live rows fill the free slots
-            child: dict[tuple[int, int], int] = {}  # (row, token) -> the row that continues it
-            continued: set[int] = set()
-            forks: list[tuple[int, int]] = []
-            for g, t in survivors:
-                for s in g.slots:
-                    if (s, t) in child:
-                        continue
-                    if s in continued:
-                        forks.append((s, t))
-                        child[(s, t)] = -1
-                    else:
-                        continued.add(s)
-                        child[(s, t)] = s
-            batch.release(sorted({s for g in ended for s in g.slots} - continued))
-            child.update(zip(forks, batch.fork([s for s, _ in forks])))
-            moved = batch.compact()
-            row_tokens = [0] * batch.used
-            for (_, t), row in child.items():
-                row = moved.get(row, row)
-                row_tokens[row] = t
-            for g, t in survivors:
-                g.slots = [moved.get(child[(s, t)], child[(s, t)]) for s in g.slots]
-            fresh.clear()
+    def _enqueue_round(self, item: _Item) -> None:
+        """Queue a group for every output of ``item`` still missing, while tries remain."""
+        missing = item.request.n - item.accepted
+        if missing <= 0 or item.attempt >= item.request.max_attempts:
+            return
+        item.attempt += 1
+        item.outstanding += missing
+        prompts = (item.request.prompt, *item.request.counter_prompts)
+        self.queue.extend(_Group(item, prompts, item.attempt) for _ in range(missing))
 
-            # 5. one forward step of every row
-            self.stats["unshared_rows"] += sum(len(g.slots) for g in groups)
-            self.stats["forward_rows"] += batch.rows
-            batch.advance(torch.tensor(row_tokens, dtype=torch.long, device=self.device))
-        for k, v in batch.events.items():
-            self.stats[k] = self.stats.get(k, 0) + v
-        return [it.outputs for it in items]
+    def _finish(self, group: _Group, raw: str) -> None:
+        text, ok = self.dec.rules.judge(raw)
+        out = DecodeOutput(text, raw, group.tokens, group.attempt, ok, group.logprobs)
+        item = group.item
+        item.outputs.append(out)
+        item.accepted += int(ok)
+        item.outstanding -= 1
+        if self.on_group_done is not None:
+            self.on_group_done(out)
+        if item.outstanding == 0:
+            self._enqueue_round(item)
+
+    def admit(self) -> None:
+        """1. Admit queued groups while the row budget allows (always at least one group)."""
+        admitted: list[_Group] = []
+        max_rows = self.dec.max_rows
+        while self.queue and (self.budget + len(self.queue[0].prompts) <= max_rows or not (self.groups or admitted)):
+            admitted.append(self.queue.popleft())
+            self.budget += len(admitted[-1].prompts)
+        if not admitted:
+            return
+        wanted = [p for g in admitted for p in g.prompts]
+        if self.share_rows:
+            new = [p for p in dict.fromkeys(wanted) if p not in self.fresh]
+            self.fresh.update(zip(new, self.batch.admit(self.bank, new)))
+            for g in admitted:
+                g.slots = [self.fresh[p] for p in g.prompts]
+        else:
+            slots = self.batch.admit(self.bank, wanted)
+            for g in admitted:
+                g.slots, slots = slots[:len(g.prompts)], slots[len(g.prompts):]
+        self.groups += admitted
+
+    def sample(self) -> tuple[Any, Any]:
+        """2. One token per group, drawn from its debiased distribution (with its log-probability)."""
+        self.dec.stats["steps"] += 1
+        return self.sampler.sample(self.batch.logits, *_layout(self.groups, self.dec.device))
+
+    def retire(self, tokens: Any, logprobs: Any) -> tuple[list[tuple[_Group, int]], list[_Group]]:
+        """3. Record each group's token and retire the groups that ended (their text is decoded only
+        when a stop token came); returns (survivors with their token, ended groups)."""
+        import torch
+
+        dec = self.dec
+        rules, sampling = dec.rules, dec.sampling
+        host = torch.stack([tokens.double(), logprobs.double(), self.stop_tok.index_select(0, tokens).double()]).tolist()
+        survivors: list[tuple[_Group, int]] = []
+        ended: list[_Group] = []
+        for gi, g in enumerate(self.groups):
+            g.tokens.append(int(host[0][gi]))
+            g.logprobs.append(host[1][gi])
+            at_limit = len(g.tokens) >= sampling.max_new_tokens
+            if not (at_limit or host[2][gi]):
+                survivors.append((g, g.tokens[-1]))
+                continue
+            raw = rules.decode(g.tokens)
+            last = g.tokens[-1]
+            if (at_limit or rules.close_quote in raw
+                    or (not sampling.suppress_eos and bool(rules.end_tokens[last]))
+                    or (dec.newline_stops and "\n" in raw)):
+                self._finish(g, raw)
+                ended.append(g)
+                self.budget -= len(g.prompts)
+            else:
+                survivors.append((g, last))
+        self.groups = [g for g, _ in survivors]
+        return survivors, ended
+
+    def continue_rows(self, survivors: list[tuple[_Group, int]], ended: list[_Group]) -> list[int]:
+        """4. Continue every row with its groups' token: a row whose groups drew different tokens is
+        forked, a row no surviving group holds is freed, live rows fill the free slots. Returns the
+        token of every used row."""
+        batch = self.batch
+        child: dict[tuple[int, int], int] = {}  # (row, token) -> the row that continues it
+        continued: set[int] = set()
+        forks: list[tuple[int, int]] = []
+        for g, t in survivors:
+            for s in g.slots:
+                if (s, t) in child:
+                    continue
+                if s in continued:
+                    forks.append((s, t))
+                    child[(s, t)] = -1
+                else:
+                    continued.add(s)
+                    child[(s, t)] = s
+        batch.release(sorted({s for g in ended for s in g.slots} - continued))
+        child.update(zip(forks, batch.fork([s for s, _ in forks])))
+        moved = batch.compact()
+        row_tokens = [0] * batch.used
+        for (_, t), row in child.items():
+            row = moved.get(row, row)
+            row_tokens[row] = t
+        for g, t in survivors:
+            g.slots = [moved.get(child[(s, t)], child[(s, t)]) for s in g.slots]
+        self.fresh.clear()
+        return row_tokens
+
+    def forward(self, row_tokens: list[int]) -> None:
+        """5. One forward step of every row."""
+        import torch
+
+        stats = self.dec.stats
+        stats["unshared_rows"] += sum(len(g.slots) for g in self.groups)
+        stats["forward_rows"] += self.batch.rows
+        self.batch.advance(torch.tensor(row_tokens, dtype=torch.long, device=self.dec.device))
 
 
 def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeRequest],
@@ -545,7 +603,7 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
         end_ids = end_of_text_ids(model, tokenizer)
     vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
     rules = rules or OutputRules(tokenizer, vocab, end_ids=end_ids)
-    sampler = TokenSampler(sampling, (list(end_ids) if sampling.suppress_eos else []) + rules.beyond_tokenizer, gen)
+    sampler = TokenSampler(sampling, rules.blocked(sampling.suppress_eos), gen)
     pad = pad_id(tokenizer)
     results: list[list[DecodeOutput]] = []
     with torch.inference_mode():

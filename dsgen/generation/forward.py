@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsgen.generation.decode_step import blocked_output_head, invariant_forward, invariant_rows
+from dsgen.generation.decode_step import blocked_output_head, invariant_forward
+from dsgen.generation.invariance import numerics
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
@@ -133,7 +134,8 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     columns contiguous, so that padding only ever comes before or after them (an attention score or
     sum then has the same bits as without it; a gap would not); the new tokens are padded on the
     right and the output head reads each row's last real position; rows are added (a padding
-    sequence) until the row count is batch-invariant (:func:`~dsgen.generation.decode_step.invariant_rows`).
+    sequence) until the row count is batch-invariant, and attention uses the softmax that is
+    batch-invariant on this machine (both as probed: :func:`~dsgen.generation.invariance.numerics`).
     """
     import torch
 
@@ -141,7 +143,8 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     n = len(new)
     past_lengths = list(past_lengths) if past_lengths is not None else [0] * n
     lengths = [len(s) for s in new]
-    rows = invariant_rows(n)
+    found = numerics(model)
+    rows = found.rows(n)
     lengths_all = lengths + [1] * (rows - n)
     past_all = past_lengths + [0] * (rows - n)
     wp = int(past_keys[0].shape[2]) if past_keys is not None else 0
@@ -178,7 +181,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     head = model.get_output_embeddings()
     hook = head.register_forward_pre_hook(gather_last)
     try:
-        with invariant_forward(model), blocked_output_head(model):
+        with invariant_forward(model, found.attention), blocked_output_head(model):
             out = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
                         position_ids=positions.to(device), past_key_values=cache, use_cache=True, logits_to_keep=0)
     finally:

@@ -56,9 +56,7 @@ class ChunkWorker:
         from dsgen.generation.chunks import decode_chunk
 
         started = time.perf_counter()
-        before = dict(self.decoder.stats)
-        rows = decode_chunk(self.decoder, chunk)
-        work = {k: v - before.get(k, 0) for k, v in self.decoder.stats.items()}
+        rows, work = decode_chunk(self.decoder, chunk)
         return rows, {"worker": self.name, "seconds": round(time.perf_counter() - started, 3),
                       "model_load_seconds": self.load_seconds, **work}
 

@@ -79,10 +79,15 @@ class Script:
 class QuoteBias:
     """Raises the logit of the closing quote so that random tiny models close their outputs: by
     ``bias`` everywhere, or only after one of the ``triggers`` characters (a function of the
-    sequence alone, so the batched core, the reference loop and an uncached pass all see it)."""
+    sequence alone, so the batched core, the reference loop and an uncached pass all see it).
+
+    With triggers, each row's last *real* token decides: the prefill pads new tokens on the right
+    (:func:`dsgen.generation.forward.extend_rows`), so the last column may be padding (the pad id,
+    which is never a trigger and never a prompt's or sampled token here)."""
 
     def __init__(self, model, tok, bias=4.0, quote='"', triggers=None):
         self.model, self.bias, self.qid = model, bias, tok.convert_tokens_to_ids(quote)
+        self.pad = tok.pad_token_id
         self.triggers = None if triggers is None else torch.tensor([tok.convert_tokens_to_ids(c) for c in triggers])
 
     def __enter__(self):
@@ -94,13 +99,19 @@ class QuoteBias:
             if self.triggers is None:
                 output[..., self.qid] += self.bias
             else:
-                last = self.ids[:, -output.shape[1]:]
+                last = self.last_real(self.ids)[:, None] if output.shape[1] == 1 else self.ids[:, -output.shape[1]:]
                 output[..., self.qid] += self.bias * torch.isin(last, self.triggers.to(last.device)).to(output.dtype)
             return output
 
         self.h0 = self.model.register_forward_pre_hook(pre, with_kwargs=True)
         self.h = self.model.get_output_embeddings().register_forward_hook(hook)
         return self
+
+    def last_real(self, ids):
+        """Each row's last token that is not padding (left- or right-padded rows alike)."""
+        columns = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        at = torch.where(ids != self.pad, columns, -1).amax(dim=1).clamp_min(0)
+        return ids.gather(1, at[:, None])[:, 0]
 
     def __exit__(self, *exc):
         self.h0.remove()
@@ -146,10 +157,10 @@ def test_counter_rows_follow_the_main_row(tiny_lm):
         dec.decode([DecodeRequest('Main "', ('Counter one "', 'Counter two "'), n=1)], seed=3)
     steps = [x for x in script.seen if x is not None and x.shape[1] == 1]
     assert len(steps) >= 3
-    from dsgen.generation.decode_step import invariant_rows
+    from dsgen.generation.invariance import numerics
 
-    for x in steps:  # 3 rows, padded to a batch-invariant row count (4 with MKL on an AVX2 CPU)
-        assert x.shape[0] == invariant_rows(3) and len(set(x[:3, 0].tolist())) == 1 and not x[3:, 0].any()
+    for x in steps:  # 3 rows, padded to a batch-invariant row count (4 with MKL on AVX2 and AVX-512 CPUs)
+        assert x.shape[0] == numerics(tiny_lm.model).rows(3) and len(set(x[:3, 0].tolist())) == 1 and not x[3:, 0].any()
 
 
 def make_requests(n_inputs=6, n=2, quote='"'):
@@ -195,11 +206,12 @@ def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
 
 
 def uncached_distribution(model, tok, req, prefix, sampler):
-    """The distribution of the next token after ``prefix``, from full forward passes without cache."""
+    """The distribution of the next token after ``prefix``, from full forward passes without cache, of
+    each prompt alone as the tokenizer encodes it (independent of dsgen's batching and padding)."""
     rows = []
     dev = next(model.parameters()).device
     for prompt in (req.prompt, *req.counter_prompts):
-        seq = tokenize(tok, [prompt])[0] + list(prefix)
+        seq = list(tok(prompt)["input_ids"]) + list(prefix)
         rows.append(model(input_ids=torch.tensor([seq], device=dev)).logits[0, -1].float())
     logits = torch.stack(rows)
     n_counter = len(req.counter_prompts)
@@ -234,18 +246,29 @@ def test_every_sampled_token_is_rederived_from_an_uncached_forward_pass(tiny_lm)
 
 
 def test_right_padding_tokenizer_gives_the_same_outputs(tiny_lm):
+    """A tokenizer that pads on the right with a real token as its pad id ('?', which no prompt holds):
+    had the decoder asked it to pad, the padding would reach the model as text at the wrong
+    positions. Every sampled token is rederived from an uncached forward pass of the prompt alone (no
+    padding at all), and the outputs equal those of the left-padding tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    right = PreTrainedTokenizerFast(tokenizer_object=tiny_lm.tokenizer.backend_tokenizer, pad_token="<pad>",
+    right = PreTrainedTokenizerFast(tokenizer_object=tiny_lm.tokenizer.backend_tokenizer, pad_token="?",
                                     eos_token="<eos>", padding_side="right")
+    assert right.pad_token_id == ids(right, "?") != tiny_lm.tokenizer.pad_token_id
+    padded = right(["A", "Longer text"], padding=True)["input_ids"]
+    assert padded[0][-1] == right.pad_token_id  # this tokenizer's padding is on the right, with '?'
     reqs = make_requests(4)
+    assert not any("?" in p for r in reqs for p in (r.prompt, *r.counter_prompts))
     sampling = SamplingConfig(max_new_tokens=10)
-    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 1.0):
-        left_out = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=9).decode(reqs, seed=2)
-        right_out = DebiasedDecoder(tiny_lm.model, right, sampling, max_rows=9).decode(reqs, seed=2)
-        ref = reference_decode(tiny_lm.model, right, reqs, SamplingConfig(top_k=1, max_new_tokens=10), seed=2)
-        ref_left = reference_decode(tiny_lm.model, tiny_lm.tokenizer, reqs, SamplingConfig(top_k=1, max_new_tokens=10),
-                                    seed=2)
+    model = tiny_lm.model
+    with QuoteBias(model, tiny_lm.tokenizer, 1.0):
+        dec = DebiasedDecoder(model, right, sampling, max_rows=9)
+        right_out = dec.decode(reqs, seed=2)
+        assert check_rederived(model, right, reqs, right_out, sampling, dec.blocked_ids()) > 50
+        left_out = DebiasedDecoder(model, tiny_lm.tokenizer, sampling, max_rows=9).decode(reqs, seed=2)
+        greedy = SamplingConfig(top_k=1, max_new_tokens=10)
+        ref = reference_decode(model, right, reqs, greedy, seed=2)
+        ref_left = reference_decode(model, tiny_lm.tokenizer, reqs, greedy, seed=2)
     assert [[o.tokens for o in outs] for outs in left_out] == [[o.tokens for o in outs] for outs in right_out]
     assert [[o.tokens for o in outs] for outs in ref] == [[o.tokens for o in outs] for outs in ref_left]
 

@@ -1,0 +1,268 @@
+"""Which batch-invariant numerics this machine gives a model: probed, not assumed.
+
+The decode loop shares rows between samples, computes shared instruction prefixes once and
+moves rows between slots; each of these changes no output only if a sequence's logits are the
+same bits whatever it is batched with (:mod:`dsgen.generation.decode_step`). Whether they are
+rests on the CPU's kernels: the row counts at which a matrix multiply gives each row the same
+bits, and whether a softmax's sum depends on the row's width. Those differ between CPUs (an AVX2
+CPU and an AVX-512 one sum a softmax in lanes of 8 and 16), so :func:`numerics` probes them once
+per process and model, on the model itself, for every path that relies on them:
+
+- **prefill**: prompts fed whole, in different batches, and fed after their own cached prefix
+  (the extend-after-past path of :class:`~dsgen.generation.batch.PromptBank`) give the same logits
+  and keys;
+- **decode**: a row's logits after one-token steps are the same bits in any batch, slot and row
+  count, and with one thread (a Ray actor's share of two cores) as with several.
+
+The probe tries PyTorch's fused softmax first (the bits of earlier releases on AVX2 CPUs), then
+the exact-sum softmax, which is invariant by construction
+(:func:`~dsgen.generation.decode_step.exact_softmax`). Where neither passes, the decoder stops
+sharing rows and prefixes (``shared`` False): its outputs are then still the same bytes for the
+same seed, batch size and machine, but no longer equal to a one-row-at-a-time schedule's. The
+choice is recorded in every generated dataset's sidecar (``numerics``).
+
+Probing costs about 2 s for SmolLM2-135M and a tenth of a second for the tests' tiny models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dsgen.generation.decode_step import HEAD_BLOCK, LAYER_SHAPES, invariant_counts, invariant_rows
+
+ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """What the probe found for one model on this machine.
+
+    Args:
+        attention: the softmax of the row-wise attention, ``"softmax"`` (PyTorch's fused kernel) or
+            ``"exact-sum"`` (:func:`~dsgen.generation.decode_step.exact_softmax`).
+        counts: row counts at which the model's linear layers give every row the same bits.
+        shared: whether sharing rows and prefixes is exact (every probe passed).
+        threads: whether one thread computes what several do (a Ray actor and a local run agree).
+        cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
+        failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
+    """
+
+    attention: str = "softmax"
+    counts: tuple[int, ...] = ()
+    shared: bool = True
+    threads: bool = True
+    cpu: str = ""
+    failed: tuple[str, ...] = ()
+
+    def rows(self, n: int) -> int:
+        """The batch-invariant row count to pad ``n`` rows to."""
+        return invariant_rows(n, self.counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed)}
+
+    def summary(self) -> str:
+        """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant``."""
+        return (f"{self.cpu}: {self.attention} softmax, " + ("rows shared" if self.shared else "rows not shared")
+                + (", thread-invariant" if self.threads else ", not thread-invariant"))
+
+
+_found: "weakref.WeakKeyDictionary[Any, Numerics]" = weakref.WeakKeyDictionary()
+_trying: contextvars.ContextVar[Numerics | None] = contextvars.ContextVar("dsgen_numerics_trying", default=None)
+
+
+def numerics(model: Any) -> Numerics:
+    """The numerics to use for ``model`` on this machine (probed on first use, then remembered for
+    the model's lifetime). A non-CPU model is not probed: it gets the fused softmax and the default
+    row counts (a GPU's kernels are another story; see the README's *GPU*)."""
+    trying = _trying.get()
+    if trying is not None:
+        return trying
+    found = _found.get(model)
+    if found is None:
+        found = _found[model] = probe(model)
+    return found
+
+
+@contextlib.contextmanager
+def assume(candidate: Numerics) -> Iterator[None]:
+    """Within the block, :func:`numerics` answers ``candidate`` for every model (what a probe tries)."""
+    token = _trying.set(candidate)
+    try:
+        yield
+    finally:
+        _trying.reset(token)
+
+
+def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
+    """(in, out) of every distinct linear layer of ``model`` (and of the output head's blocks)."""
+    import torch
+
+    shapes = set()
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, torch.nn.Linear):
+            shapes.add((int(weight.shape[1]), int(weight.shape[0])))
+        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:  # GPT-2's projections
+            shapes.add((int(weight.shape[0]), int(weight.shape[1])))
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "weight", None) is not None:
+        vocab, hidden = (int(x) for x in head.weight.shape)
+        shapes.discard((hidden, vocab))
+        shapes.add((hidden, min(vocab, HEAD_BLOCK)))
+    return tuple(sorted(shapes))
+
+
+def probe(model: Any) -> Numerics:
+    """Probe ``model`` on this machine (see the module docstring) and return what to use."""
+    import torch
+
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        return Numerics(counts=invariant_counts(), cpu=device.type)
+    cpu = torch.backends.cpu.get_cpu_capability()
+    counts = tuple(sorted(set(invariant_counts()) & set(invariant_counts(layer_shapes(model)))))
+    failed: list[str] = []
+    threads = True
+    texts = [" ".join(map(str, p)) for p in _prompts(model)]
+    for attention in ATTENTIONS:
+        candidate = Numerics(attention, counts, True, True, cpu)
+        with assume(candidate), torch.inference_mode(), _without_hooks(model):
+            bank, failures = _prefill_failures(model, texts)
+            failures = failures or _decode_failures(model, bank)
+            same_threads = not failures and _thread_invariant(model, bank, texts)
+        threads = same_threads
+        if not failures:
+            return Numerics(attention, counts, True, same_threads, cpu,
+                            tuple(failed) + (() if same_threads else (f"{attention}: threads",)))
+        failed += [f"{attention}: {f}" for f in failures]
+    return Numerics(ATTENTIONS[-1], counts, False, threads, cpu, tuple(failed))
+
+
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
+          "_forward_hooks_always_called")
+
+
+@contextlib.contextmanager
+def _without_hooks(model: Any) -> Iterator[None]:
+    """Within the block, the model's modules run without their forward hooks: the probe measures the
+    model's kernels, and a hook (a logits processor, a call counter) must not see its calls."""
+    import collections
+
+    saved = [(m, name, getattr(m, name)) for m in model.modules() for name in _HOOKS if getattr(m, name, None)]
+    for m, name, hooks in saved:
+        setattr(m, name, collections.OrderedDict())
+    try:
+        yield
+    finally:
+        for m, name, hooks in saved:
+            setattr(m, name, hooks)
+
+
+class _IdTokenizer:
+    """A stand-in tokenizer whose texts are token ids written out ("5 17 9"): the probe runs the
+    real model on seeded ids through the same code paths as prompts, without the real tokenizer."""
+
+    pad_token_id = 0
+    eos_token_id = None
+
+    def __call__(self, texts: Sequence[str], add_special_tokens: bool = True) -> dict[str, list[list[int]]]:
+        return {"input_ids": [[int(t) for t in text.split()] for text in texts]}
+
+
+def _prompts(model: Any, seed: int = 0) -> list[list[int]]:
+    """Seeded token ids shaped like a chunk's prompts: instruction heads of 6 and 18 tokens (DINO's
+    x1 and x2 instructions) shared by prompts whose own tails are 2 to 13 tokens long (the inputs),
+    and a few prompts that share nothing (widths on both sides of 8 and 16 vector lanes)."""
+    import torch
+
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    gen = torch.Generator().manual_seed(seed)
+    ids = lambda n: torch.randint(1, vocab, (n,), generator=gen).tolist()  # noqa: E731
+    heads = [ids(6), ids(18)]
+    out = [heads[i % 2] + ids(n) for i, n in enumerate((2, 3, 5, 9, 13))]
+    return out + [ids(n) for n in (3, 7, 13)]
+
+
+def _prefill_failures(model: Any, texts: Sequence[str]) -> tuple[Any, list[str]]:
+    """The prompt bank's property: a prompt's logits and keys are the same bits with shared prefixes
+    (fed after its cached prefix) as whole, and in any subset of prompts. Returns the bank too."""
+    import torch
+
+    from dsgen.generation.batch import PromptBank
+
+    shared = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=True)
+    whole = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=False)
+    failed = []
+    same = torch.equal(shared.logits, whole.logits) and all(
+        torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))
+    if not same:
+        failed.append("prefill after a cached prefix")
+    for subset in ([0, 2, 5], [1, 3, 4, 6, 7]):
+        part = PromptBank(model, _IdTokenizer(), [texts[i] for i in subset], batch_size=32, share_prefixes=True)
+        w = part.width
+        if not (torch.equal(part.logits, shared.logits[subset])
+                and all(torch.equal(a, b[subset, :, b.shape[2] - w:])
+                        for a, b in zip(part.keys + part.values, shared.keys + shared.values))):
+            failed.append(f"prefill of prompts {subset} in another batch")
+    return shared, failed
+
+
+def _decode_logits(model: Any, bank: Any, rows: Sequence[int], steps: Sequence[Sequence[int]]) -> Any:
+    """Logits after feeding ``steps`` (one token per row each) to the prompts ``rows`` of ``bank``,
+    decoded together. Within a decode call every row writes the same column, so rows keep their
+    alignment to each other whatever the batch; the bank (its width) is the call's."""
+    import torch
+
+    from dsgen.generation.batch import ActiveBatch
+
+    prompts = list(bank.index)
+    batch = ActiveBatch(model, torch.device("cpu"), max_rows=len(rows), max_columns=bank.width + len(steps),
+                        first_column=bank.width)
+    batch.admit(bank, [prompts[r % len(prompts)] for r in rows])
+    for tokens in steps:
+        batch.advance(torch.tensor([tokens[r] for r in rows]))
+    return batch.logits[:len(rows)].clone()
+
+
+def _steps(model: Any, rows: int) -> list[list[int]]:
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    return [[1 + (7 * i + 3 * s) % (vocab - 1) for i in range(rows)] for s in range(2)]
+
+
+def _decode_failures(model: Any, bank: Any, rows: int = 17) -> list[str]:
+    """A row's logits after two decode steps are the same bits in any batch, slot and row count."""
+    import torch
+
+    steps = _steps(model, rows)
+    full = _decode_logits(model, bank, range(rows), steps)
+    for lo, hi in ((0, 1), (3, 6), (2, 15)):
+        if not torch.equal(_decode_logits(model, bank, range(lo, hi), steps), full[lo:hi]):
+            return [f"decode rows {lo}-{hi} of {rows}"]
+    return []
+
+
+def _thread_invariant(model: Any, bank: Any, texts: Sequence[str], rows: int = 13) -> bool:
+    """One thread computes the bits several do (prefill and decode)."""
+    import torch
+
+    from dsgen.generation.batch import PromptBank
+
+    threads = torch.get_num_threads()
+    steps = _steps(model, rows)
+    many = _decode_logits(model, bank, range(rows), steps)
+    try:
+        torch.set_num_threads(1)
+        one_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8)
+        one = _decode_logits(model, one_bank, range(rows), steps)
+    finally:
+        torch.set_num_threads(threads)
+    return bool(torch.equal(one_bank.logits, bank.logits) and torch.equal(one, many))
+
+
+__all__ = ["Numerics", "numerics", "probe", "assume", "layer_shapes", "ATTENTIONS"]
