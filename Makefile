@@ -6,7 +6,7 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install run test test-fast regress bench claims clean
+.PHONY: install run test test-fast test-avx2 regress bench claims clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,14 @@ test: $(VENV)/.installed-dev
 
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not slow"
+
+# The determinism and decode-step tests again on AVX2 kernels: an AVX2-only CPU emulated on a larger
+# one (PyTorch's and MKL's dispatch capped at AVX2). Their batch invariance rests on the CPU's
+# kernels, which differ between AVX2 and AVX-512, and CI may land on either (see .ci/run).
+DETERMINISM_TESTS := tests/generation/test_invariance.py tests/generation/test_decode_step.py \
+	tests/generation/test_decoding.py tests/generation/test_debiased.py
+test-avx2: $(VENV)/.installed-dev
+	ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(PY) -m pytest $(DETERMINISM_TESTS)
 
 # CI regression of benchmark scores: rerun the smoke preset, compare with results/baseline/smoke.json.
 regress: install

@@ -391,3 +391,18 @@ def test_candidate_sampler_equals_the_transformers_warpers():
         warpers = LogitsProcessorList([TopKLogitsWarper(top_k=k)] + ([TopPLogitsWarper(top_p=p)] if p < 1 else []))
         expected = torch.softmax(warpers(None, torch.log_softmax(logits, -1)), -1)
         assert torch.allclose(ours.distribution(logits, rows, none, none), expected, atol=1e-6)
+
+
+def test_an_end_of_text_id_beyond_the_vocabulary_is_ignored_not_a_crash():
+    """A tokenizer or generation config may declare an end id the logits do not have (one list, filtered
+    once by the output rules, serves the sampler's blocked ids, the reference loop and the stop test)."""
+    model, tok = build_tiny_lm(seed=2)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    ends = [tok.eos_token_id, vocab + 3]
+    dec = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=4), end_ids=ends)
+    (outs,) = dec.decode([DecodeRequest('Say "', n=2)], seed=0)
+    assert len(outs) == 2 and all(tok.eos_token_id not in o.tokens for o in outs)
+    assert dec.blocked_ids() == [tok.eos_token_id]
+    (ref,) = reference_decode(model, tok, [DecodeRequest('Say "', n=1)], SamplingConfig(max_new_tokens=4), seed=0,
+                              end_ids=ends)
+    assert len(ref) == 1
