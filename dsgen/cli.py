@@ -25,7 +25,9 @@ app.add_typer(bench_app, name="bench")
 PRESET_HELP = "smoke (CI, minutes), quick (MiniLM, CPU), cpu (raw encoder, the papers' claims on CPU), paper (GPU) or a .toml file."
 # Options shared by the commands that run methods.
 PresetOpt = Annotated[str, typer.Option(help=PRESET_HELP)]
-SeedsOpt = Annotated[Optional[str], typer.Option(help="Comma-separated seeds, e.g. 1,2,3 (default: the preset's).")]
+SeedsOpt = Annotated[Optional[str], typer.Option(help="Comma-separated training seeds, e.g. 1,2,3 (default: the preset's).")]
+DataSeedsOpt = Annotated[Optional[str], typer.Option(
+    help="Comma-separated data (generation) seeds; each runs with every training seed (default: the preset's).")]
 GeneratorOpt = Annotated[Optional[str], typer.Option(help="Generator LM instead of the preset's.")]
 EncoderOpt = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (alias, HF or sentence-transformers id).")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda or auto (default: the preset's).")]
@@ -252,9 +254,11 @@ def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, d
 
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
-             quiet: bool, overrides: Any, fresh: bool = False, backend: Any = None) -> tuple[Any, list[int], Any]:
-    """Validate everything cheap before any long work (methods, preset, seeds, plans, output folder),
-    then make the runner (which creates ``out``)."""
+             quiet: bool, overrides: Any, fresh: bool = False, backend: Any = None,
+             data_seeds: Optional[str] = None) -> tuple[Any, list[tuple[int, int]], Any]:
+    """Validate everything cheap before any long work (methods, preset, seeds, every plan, output
+    folder), then make the runner (which creates ``out``). Returns (preset, runs, runner); a run is
+    a (data seed, training seed) pair."""
     from dsgen.artifacts import check_writable_target
     from dsgen.method import get_method
     from dsgen.planning import plan_run
@@ -264,16 +268,19 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
     for m in methods:
         get_method(m)
     p = load_preset(preset)
-    seed_list = parse_seeds(seeds, p.seeds)
+    runs = p.runs(parse_seeds(seeds, None), parse_seeds(data_seeds, None, "--data-seeds"))
     for m in methods:
-        plan_run(m, p, seed_list[0], overrides)  # a bad setting fails here, before anything runs
+        for d, s in runs:
+            plan_run(m, p, s, overrides, d)  # a bad setting fails here, before anything runs
     check_writable_target(out)
-    return p, seed_list, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend)
+    return p, runs, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend)
 
 
 def _report(console: Any) -> Any:
+    from dsgen.evaluation.tables import run_text
+
     def on_result(method: str, plan: Any, result: Any) -> None:
-        console.print(f"[bold]{method}[/bold] seed {plan.seed}: avg {result.average:.2f} "
+        console.print(f"[bold]{method}[/bold] {run_text(plan.run)}: avg {result.average:.2f} "
                       f"({', '.join(f'{t} {s.spearman:.2f}' for t, s in result.tasks.items())})")
     return on_result
 
@@ -315,7 +322,8 @@ def methods_cmd() -> None:
 def plan_cmd(
     method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
     preset: PresetOpt = "quick",
-    seed: Optional[int] = typer.Option(None, help="Seed (default: the preset's first)."),
+    seed: Optional[int] = typer.Option(None, help="Training seed (default: the preset's first run's)."),
+    data_seed: Optional[int] = typer.Option(None, help="Data (generation) seed (default: the preset's first run's)."),
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
@@ -332,8 +340,8 @@ def plan_cmd(
     from dsgen.presets import load_preset
 
     p = load_preset(preset)
-    plan = plan_run(method, p, seed if seed is not None else p.seeds[0],
-                    _overrides(generator, encoder, device, preprocess))
+    plan = plan_run(method, p, p.runs()[0][1] if seed is None else seed, _overrides(generator, encoder, device, preprocess),
+                    p.data_seed_for(data_seed))
     if as_json:
         print(json.dumps({"plan": plan.to_dict(), "origins": plan.origins}, indent=2, default=str))
         return
@@ -350,6 +358,7 @@ def run_cmd(
     method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
     preset: PresetOpt = "quick",
     seeds: SeedsOpt = None,
+    data_seeds: DataSeedsOpt = None,
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
@@ -366,10 +375,10 @@ def run_cmd(
     from dsgen.runner import run_many
 
     ov = _overrides(generator, encoder, device, preprocess)
-    p, seed_list, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
-                                    backend=_backend(backend, address, workers, device))
+    p, runs, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
+                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
     console = _console()
-    results = run_many([method], p, seed_list, runner, ov, on_result=_report(console))
+    results = run_many([method], p, runs, runner, ov, on_result=_report(console))
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
     console.print(f"results under {runner.out / 'results' / p.name / method}")
 
@@ -379,6 +388,7 @@ def compare_cmd(
     methods: list[str] = typer.Argument(..., help="Methods; differences are taken to the first. `base` is added if absent."),
     preset: PresetOpt = "quick",
     seeds: SeedsOpt = None,
+    data_seeds: DataSeedsOpt = None,
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
@@ -399,14 +409,14 @@ def compare_cmd(
 
     names = list(dict.fromkeys(methods + ([] if "base" in methods else ["base"])))
     ov = _overrides(generator, encoder, device, preprocess)
-    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                                    backend=_backend(backend, address, workers, device))
+    p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
+                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
     console = _console()
     failures: list = []
-    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console), failures=failures)
+    results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
     for f in failures:
         console.print(f"[red]no model[/red] {f}")
-    done = [m for m in names if m in results and len(results[m]) == len(seed_list)]
+    done = [m for m in names if m in results and len(results[m]) == len(runs)]
     if names[0] not in done:
         raise DsgenError(f"the reference method '{names[0]}' produced no result; nothing to compare against")
     comparison = Comparison(done, p.tasks, {m: results[m] for m in done}, preset=p.name, failures=failures)
@@ -440,15 +450,15 @@ def regress_cmd(
     ref = None if update else read_baseline(path)
     names = [m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update else list(ref["scores"])
     ov = _overrides()
-    p, seed_list, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
+    p, runs, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
                                     data_dir, quiet, ov, fresh=True)
     if not update and ref.get("preset") != p.name:
         raise DsgenError(f"{path} is a baseline of preset '{ref.get('preset')}', not '{p.name}'")
     tol = tolerance if tolerance is not None else (ref or {}).get("tolerance", DEFAULT_TOLERANCE)
     console = _console()
-    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console))
+    results = run_many(names, p, runs, runner, ov, on_result=_report(console))
     if update:
-        write_baseline(path, p.name, seed_list, results, tolerance=tol, note=f"dsgen regress --preset {preset} --update")
+        write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol, note=f"dsgen regress --preset {preset} --update")
         console.print(f"wrote baseline {path}")
         return
     checks = check(ref, results, tol)
@@ -470,7 +480,8 @@ def regress_cmd(
 def analyze_cmd(
     method: str = typer.Argument("rise", help="A method whose reweighter records p_D (rise, rise-filter)."),
     preset: PresetOpt = "quick",
-    seed: int = typer.Option(1, help="Which seed's run to analyse (run first if missing)."),
+    seed: int = typer.Option(1, help="Which training seed's run to analyse (run first if missing)."),
+    data_seed: Optional[int] = typer.Option(None, help="Its data seed (default: the preset's first)."),
     out: OutOpt = Path("runs"),
     publish: PublishOpt = None,
     data_dir: DataDirOpt = None,
@@ -485,9 +496,11 @@ def analyze_cmd(
     if get_method(method).reweighter != "sdi":
         raise DsgenError(f"method '{method}' records no SDI importance p_D; analyse rise or rise-filter")
     ov = _overrides()
-    p, _, runner = _prepare([method], preset, str(seed), out, data_dir, quiet, ov)
-    result = run_many([method], p, [seed], runner, ov)[method][0]
-    train_file = runner.result_path(plan_run(method, p, seed, ov)).with_suffix(".train.jsonl")
+    p, _, runner = _prepare([method], preset, str(seed), out, data_dir, quiet, ov,
+                            data_seeds=None if data_seed is None else str(data_seed))
+    run = (p.data_seed_for(data_seed), seed)
+    result = run_many([method], p, [run], runner, ov)[method][0]
+    train_file = runner.result_path(plan_run(method, p, seed, ov, run[0])).with_suffix(".train.jsonl")
     paths, table = write_rise_analysis(result, train_file, p, seed, runner.out / "tables" / p.name, data_dir, _command())
     console = _console()
     console.print(table.to_string())
@@ -498,6 +511,7 @@ def analyze_cmd(
 def claims_cmd(
     preset: PresetOpt = "cpu",
     seeds: SeedsOpt = None,
+    data_seeds: DataSeedsOpt = None,
     papers: Optional[str] = typer.Option(None, help="Comma-separated papers (dino, rise, gense, control; default: all)."),
     generator: GeneratorOpt = None,
     encoder: EncoderOpt = None,
@@ -527,26 +541,28 @@ def claims_cmd(
     claims = load_claims(chosen)
     names = claim_methods(claims)
     ov = _overrides(generator, encoder, device)
-    p, seed_list, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                                    backend=_backend(backend, address, workers, device))
+    p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
+                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
     console = _console()
     failures: list = []
-    results = run_many(names, p, seed_list, runner, ov, on_result=_report(console), failures=failures)
-    scores = {m: [r.average for r in sorted(rs, key=lambda r: r.seed)] for m, rs in results.items()
-              if len(rs) == len(seed_list)}
-    means = {m: sum(v) / len(v) for m, v in scores.items()}
-    verdicts = judge_all(claims, scores)
+    results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
+    scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs)}
+    means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
+    seed_list = sorted({s for _, s in runs})
+    verdicts = judge_all(claims, scores, missing={f.method: f.reason for f in failures})
     folder = runner.out / "tables" / p.name
     paths = {"markdown": folder / "claims.md", "png": folder / "claims.png", "json": folder / "claims.json"}
-    header = {"preset": p.name, "seeds": seed_list, "png": paths["png"].name,
+    header = {"preset": p.name, "seeds": seed_list, "runs": runs, "tasks": list(p.tasks), "png": paths["png"].name,
               "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs})}
-    claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, seeds {seed_list}")
+    claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, {len(runs)} runs")
     with atomic_open(paths["markdown"]) as fh:
         fh.write(claims_markdown(verdicts, means, header, _command()))
-    write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "scores": scores,
+    write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "runs": [list(r) for r in runs],
+                               "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
                                "failures": [{"method": f.method, "seed": f.seed, "reason": f.reason} for f in failures],
                                "verdicts": [{"claim": v.claim.id, "verdict": v.verdict, "used": v.used,
                                              "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()},
+                                             "half_width": v.half_width, "p_values_holm": v.p_values,
                                              "reason": v.reason} for v in verdicts]})
     for v in verdicts:
         console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")

@@ -20,7 +20,7 @@ from dsgen.method import Method, get_method
 from dsgen.presets import Preset
 from dsgen.suggest import did_you_mean
 
-ORIGINS = ("default", "preset", "method", "command line", "seed")
+ORIGINS = ("default", "preset", "method", "command line", "seed", "data seed")
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ class RunPlan:
     preset: Preset
     seed: int
     overrides: Overrides = field(default_factory=Overrides)
+    data_seed: int | None = None  # the generation seed; None: the training seed (each seed its own data)
     generation: Any = None
     x1_generation: Any = None
     postprocess: Any = None
@@ -128,6 +129,11 @@ class RunPlan:
     def uses_seed(self) -> bool:
         return self.method.uses_seed
 
+    @property
+    def run(self) -> tuple[int, int]:
+        """(data seed, training seed): what names and pairs this run among a method's runs."""
+        return (self.seed if self.data_seed is None else self.data_seed, self.seed)
+
     def key(self, data: str = "") -> str:
         """The run key (:func:`dsgen.identity.run_key`): this plan, its models' fingerprints, the data's."""
         from dsgen.identity import run_key
@@ -140,7 +146,7 @@ class RunPlan:
         """Names the result folder: the method's recipe, the preset and the command line, not the seed."""
         from dsgen.identity import variant_key
 
-        return variant_key(self.method.to_dict(), self.preset.to_dict(), self.overrides.to_dict())
+        return variant_key(self.method.to_dict(), self.preset.identity(), self.overrides.to_dict())
 
     def sections(self) -> dict[str, Any]:
         """Resolved settings by section (plain values)."""
@@ -177,7 +183,8 @@ class RunPlan:
     def rows(self) -> list[tuple[str, str, Any, str]]:
         """(section, setting, value, origin) for every resolved setting, for ``dsgen plan``."""
         rows = [("run", "method", self.method.name, "command line"), ("run", "preset", self.preset.name, "command line"),
-                ("run", "seed", self.seed if self.uses_seed else "(not used)", "command line")]
+                ("run", "seed", self.seed if self.uses_seed else "(not used)", "command line"),
+                ("run", "data seed", self.run[0] if self.generation is not None else "(not used)", "command line")]
         for section, values in self.sections().items():
             if values is None:
                 continue
@@ -187,10 +194,12 @@ class RunPlan:
         return rows
 
 
-def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrides | None = None) -> RunPlan:
+def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrides | None = None,
+             data_seed: int | None = None) -> RunPlan:
     """Resolve the configs of one run: defaults < preset < method < command line (postprocessing:
     defaults < method < preset, so that a preset's control such as ``shuffle_labels`` applies to
-    every method)."""
+    every method). ``seed`` is the training seed, ``data_seed`` the generation seed (None: the
+    preset's single data seed if it has one, else ``seed``: each seed its own data)."""
     from dsgen.data.postprocess import PostprocessConfig
     from dsgen.generation.debiased import GenerationConfig
     from dsgen.reweighting.base import REWEIGHTERS
@@ -199,8 +208,14 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     method = get_method(method) if isinstance(method, str) else method
     ov = overrides or Overrides()
     check_preset_keys(preset)
-    plan = RunPlan(method, preset, seed, ov)
-    data_seed = ("preset", preset.data_seed) if preset.data_seed is not None else ("seed", seed)
+    if data_seed is None:
+        single = preset.data_seeds if preset.data_seeds is not None else (
+            [preset.data_seed] if preset.data_seed is not None else None)
+        if single is not None and len(single) > 1:
+            raise DsgenError(f"preset {preset.name} has {len(single)} data seeds; plan a run with one of them")
+        data_seed = single[0] if single else None
+    plan = RunPlan(method, preset, seed, ov, data_seed)
+    data_seed_layer = ("data seed", data_seed) if data_seed is not None else ("seed", seed)
     if method.generator:
         from dsgen.generation import GENERATORS
 
@@ -210,7 +225,7 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
             layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
             return resolve(cls, [("preset", layer), ("method", recipe),
                                  ("command line", _known({"generator": ov.generator, "device": ov.device}, cls)),
-                                 (data_seed[0], _known({"seed": data_seed[1]}, cls))])
+                                 (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
 
         plan.generation, plan.origins["generation"] = generation({}, method.generation)
         if method.x1_generation is not None:
@@ -252,5 +267,5 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         if method.size_of == method.name or plan.generation is None or "n_pairs" not in plan.generation.field_names():
             raise DsgenError(f"method '{method.name}': size_of needs a generator with an n_pairs setting and "
                              "another method to take the size from")
-        plan.size_of = plan_run(method.size_of, preset, seed, ov)
+        plan.size_of = plan_run(method.size_of, preset, seed, ov, data_seed)
     return plan

@@ -26,10 +26,12 @@ class Preset(Config):
 
     Args:
         name / description: shown in tables and ``dsgen run --help``.
-        seeds: default run seeds.
-        data_seed: generation seed shared by every run seed (so that seeds vary postprocessing,
-            reweighting and training on one dataset, and the dataset is generated once); None:
-            each run seed generates its own dataset.
+        seeds: training seeds (TOML ``seeds`` or ``train_seeds``): postprocessing, reweighting,
+            initialisation and batch order.
+        data_seeds: generation seeds; every data seed is run with every training seed, so a run is
+            a (data seed, training seed) pair. None: each training seed generates its own data
+            (the run (s, s) for every seed s).
+        data_seed: one data seed for every training seed (``data_seeds = [n]``; an older spelling).
         inputs / max_inputs: where x1 comes from (``stsb-train`` or a text file) and how many.
         x1_entries_per_label: sentences per label when a method generates x1 from scratch.
         tasks: evaluation tasks.
@@ -48,6 +50,7 @@ class Preset(Config):
     name: str = ""
     description: str = ""
     seeds: list[int] = field(default_factory=lambda: [1])
+    data_seeds: list[int] | None = None
     data_seed: int | None = None
     inputs: str = "stsb-train"
     max_inputs: int | None = None
@@ -59,6 +62,29 @@ class Preset(Config):
     training: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+
+    def runs(self, seeds: list[int] | None = None, data_seeds: list[int] | None = None) -> list[tuple[int, int]]:
+        """The (data seed, training seed) runs: every data seed with every training seed, or (s, s)
+        for each training seed when no data seed is set. ``seeds`` / ``data_seeds`` replace the
+        preset's (the command line)."""
+        train = list(self.seeds if seeds is None else seeds)
+        data = data_seeds if data_seeds is not None else self.data_seeds if self.data_seeds is not None else (
+            [self.data_seed] if self.data_seed is not None else None)
+        if data is None:
+            return [(s, s) for s in train]
+        return [(d, s) for d in data for s in train]
+
+    def data_seed_for(self, data_seed: int | None = None) -> int | None:
+        """The data seed of a single run asked for by training seed (``dsgen plan``, ``analyze``):
+        ``data_seed`` if given, else the preset's first, else None (the training seed's own data)."""
+        if data_seed is not None:
+            return data_seed
+        data = self.data_seeds if self.data_seeds is not None else [self.data_seed] if self.data_seed is not None else None
+        return data[0] if data else None
+
+    def identity(self) -> dict[str, Any]:
+        """What names a preset's result folders: everything but its seeds (runs are named by their seeds)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("seeds", "data_seeds", "data_seed")}
 
 
 def builtin_presets() -> list[str]:
@@ -82,9 +108,17 @@ def load_preset(name: str) -> Preset:
     except tomllib.TOMLDecodeError as exc:
         raise DsgenError(f"preset {name}: invalid TOML ({exc})") from None
     data.setdefault("name", label)
+    if "train_seeds" in data:
+        if "seeds" in data:
+            raise DsgenError(f"preset {name}: give 'train_seeds' or 'seeds' (the same setting), not both")
+        data["seeds"] = data.pop("train_seeds")
+    if "data_seed" in data and "data_seeds" in data:
+        raise DsgenError(f"preset {name}: give 'data_seeds' or 'data_seed', not both")
     preset = Preset.from_dict(data)
     if not preset.seeds or not all(isinstance(s, int) for s in preset.seeds):
         raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of integers")
+    if preset.data_seeds is not None and (not preset.data_seeds or len(set(preset.data_seeds)) != len(preset.data_seeds)):
+        raise DsgenError(f"preset {name}: 'data_seeds' must be a non-empty list of distinct integers")
     from dsgen.evaluation.preprocess import check_preprocess
     from dsgen.evaluation.tasks import DEFAULT_TASKS, TASKS
 
@@ -97,16 +131,16 @@ def load_preset(name: str) -> Preset:
     return preset
 
 
-def parse_seeds(text: str | None, default: list[int]) -> list[int]:
+def parse_seeds(text: str | None, default: list[int] | None, option: str = "--seeds") -> list[int] | None:
     """``"1,2,3"`` -> [1, 2, 3]; None -> ``default``; a one-line error for anything else (an empty list too)."""
     if text is None:
-        return list(default)
+        return None if default is None else list(default)
     if not text.strip():
-        raise DsgenError("--seeds is empty; give comma-separated integers such as 1,2,3 or leave it out for the preset's")
+        raise DsgenError(f"{option} is empty; give comma-separated integers such as 1,2,3 or leave it out for the preset's")
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise DsgenError(f"--seeds must be comma-separated integers such as 1,2,3 (got '{text}')") from None
+        raise DsgenError(f"{option} must be comma-separated integers such as 1,2,3 (got '{text}')") from None
     if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise DsgenError(f"--seeds must be distinct non-negative integers such as 1,2,3 (got '{text}')")
+        raise DsgenError(f"{option} must be distinct non-negative integers such as 1,2,3 (got '{text}')")
     return seeds

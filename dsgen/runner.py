@@ -6,12 +6,14 @@ Layout under the output folder (default ``runs/``)::
     cache/datasets/<task>-<key>.jsonl                   generated datasets, keyed by
                                                         dsgen.identity.dataset_key; shared by
                                                         every method and seed that needs them
-    results/<preset>/<method>/<variant>/seed-<n>.json   one result per run, with its per-pair
+    results/<preset>/<method>/<variant>/<run>.json      one result per run, with its per-pair
                                                         predictions (.pred.npz) and training pairs
                                                         (.train.jsonl) beside it
 
-``<variant>`` names what the user chose besides the seed (the method's recipe, the preset,
-the command line), so variants of a method never overwrite each other. A result is reused when
+A run is a (data seed, training seed) pair; ``<run>`` is ``seed-<t>`` when a run generates its own
+data with its training seed t, else ``data-<d>-seed-<t>``. ``<variant>`` names what the user chose
+besides the seeds (the method's recipe, the preset, the command line), so variants of a method
+never overwrite each other. A result is reused when
 its run key (the plan, its models' fingerprints, the evaluation data's fingerprint) matches;
 ``fresh=True`` recomputes everything, partial generation chunks included.
 
@@ -40,9 +42,10 @@ _LMS: dict[tuple[str, str, str], Any] = {}
 class RunFailed(DsgenError):
     """A run that stopped on its data (a filter kept nothing, a reweighter could not fit), with what it knew then."""
 
-    def __init__(self, method: str, seed: int, message: str, extra: dict[str, Any]) -> None:
-        super().__init__(f"{method} (seed {seed}): {message}")
-        self.method, self.seed, self.reason, self.extra = method, seed, message, extra
+    def __init__(self, method: str, seed: int, message: str, extra: dict[str, Any], data_seed: int | None = None) -> None:
+        where = f"seed {seed}" if data_seed in (None, seed) else f"data seed {data_seed}, seed {seed}"
+        super().__init__(f"{method} ({where}): {message}")
+        self.method, self.seed, self.reason, self.extra, self.data_seed = method, seed, message, extra, data_seed
 
 
 def shared_lm(name: str, device: str, dtype: str) -> Any:
@@ -90,7 +93,9 @@ class Runner:
 
     # -- where things go ---------------------------------------------------------------------
     def result_path(self, plan: RunPlan) -> Path:
-        return self.out / "results" / plan.preset.name / plan.method.name / plan.variant / f"seed-{plan.seed}.json"
+        data, seed = plan.run
+        name = f"seed-{seed}.json" if data == seed else f"data-{data}-seed-{seed}.json"
+        return self.out / "results" / plan.preset.name / plan.method.name / plan.variant / name
 
     def dataset_path(self, task: str, key: str) -> Path:
         return self.out / "cache" / "datasets" / f"{Path(task).stem}-{key}.jsonl"
@@ -115,7 +120,7 @@ class Runner:
         path = self.result_path(plan)
         if self.fresh and key not in self._fresh_done:
             return None
-        candidates = [path] if plan.uses_seed else [path, *sorted(path.parent.glob("seed-*.json"))]
+        candidates = [path] if plan.uses_seed else [path, *sorted(path.parent.glob("*seed-*.json"))]
         for candidate in candidates:
             if not candidate.exists():
                 continue
@@ -125,8 +130,8 @@ class Runner:
                 continue
             if result.extra.get("run_key") == key:
                 result.predictions = Result.load_predictions(candidate)
-                if candidate != path:  # a seed-independent method: the same result under this seed
-                    result.seed = plan.seed
+                if candidate != path:  # a seed-independent method: the same result under this run
+                    result.seed, result.data_seed = plan.seed, plan.run[0]
                     result.save(path)
                 return result
         return None
@@ -189,8 +194,9 @@ class Runner:
 
     def _fail(self, plan: RunPlan, message: str, extra: dict[str, Any]) -> RunFailed:
         write_json(self.result_path(plan).with_suffix(".failed.json"),
-                   {"method": plan.method.name, "seed": plan.seed, "reason": message, "extra": extra})
-        return RunFailed(plan.method.name, plan.seed, message, extra)
+                   {"method": plan.method.name, "seed": plan.seed, "data_seed": plan.run[0], "reason": message,
+                    "extra": extra})
+        return RunFailed(plan.method.name, plan.seed, message, extra, plan.run[0])
 
     # -- one run -------------------------------------------------------------------------------
     def run(self, plan: RunPlan) -> Result:
@@ -249,7 +255,7 @@ class Runner:
         t4 = time.perf_counter()
         result = evaluator.evaluate(model, name=plan.encoder, keep_predictions=True, template=template)
         timings["evaluate_seconds"] = round(time.perf_counter() - t4, 2)
-        result.method, result.preset, result.seed = method.name, plan.preset.name, plan.seed
+        result.method, result.preset, result.seed, result.data_seed = method.name, plan.preset.name, plan.seed, plan.run[0]
         result.timings = {**timings, **result.timings}
         result.extra = extra
         path = self.result_path(plan)
@@ -267,14 +273,19 @@ class Runner:
         return self.judge.agreement(pairs)
 
 
-def run_many(methods: list[str], preset: Preset, seeds: list[int], runner: Runner, overrides: Overrides | None = None,
-             on_result: Any = None, failures: list[RunFailed] | None = None) -> dict[str, list[Result]]:
-    """Every (method, seed) run, reusing what is cached; methods resolved before any work starts.
+def run_many(methods: list[str], preset: Preset, runs: list[tuple[int, int]] | list[int], runner: Runner,
+             overrides: Overrides | None = None, on_result: Any = None,
+             failures: list[RunFailed] | None = None) -> dict[str, list[Result]]:
+    """Every (method, run) pair, reusing what is cached; every plan is resolved before any work starts.
 
-    With a ``failures`` list, a run that stops on its data (:class:`RunFailed`) is recorded there
-    and the other runs go on; the method is left out of the returned results.
+    Args:
+        runs: (data seed, training seed) pairs (:meth:`dsgen.presets.Preset.runs`), or training seeds
+            alone (each its own data, or the preset's single data seed).
+        failures: where a run that stops on its data (:class:`RunFailed`) is recorded while the other
+            runs go on (the method is left out of the returned results); None: it is raised.
     """
-    plans = {m: [plan_run(get_method(m), preset, s, overrides) for s in seeds] for m in methods}
+    pairs = [r if isinstance(r, tuple) else (None, r) for r in runs]
+    plans = {m: [plan_run(get_method(m), preset, s, overrides, d) for d, s in pairs] for m in methods}
     out: dict[str, list[Result]] = {}
     for m, ps in plans.items():
         out[m] = []

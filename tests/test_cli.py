@@ -153,7 +153,7 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
     assert (tmp_path / "published" / "tiny" / md.name).read_text() == md.read_text()
     assert not (tmp_path / "results").exists()  # nothing outside --out unless published
     text = md.read_text()
-    assert "95% CI over seeds" in text and "1,000 resamples" in text and "Time per stage" in text
+    assert "95% CI over runs" in text and "1,000 resamples" in text and "Time per stage" in text
     ana = dsgen("analyze", "rise", "--preset", str(tiny_preset), "--seed", "1", "--out", str(out), "--quiet", env=env)
     assert ana.returncode == 0, ana.stderr
     assert (out / "tables" / "tiny" / "analysis-rise-seed1.md").exists()

@@ -130,7 +130,7 @@ def test_variants_of_a_method_get_their_own_result_folders(setup, tmp_path, tiny
     a = runner.result_path(plan_run("mock-dino", preset, 1))
     b = runner.result_path(plan_run("mock-dino", preset, 1, Overrides(encoder=str(tiny_encoder_dir) + "/")))
     c = runner.result_path(plan_run("mock-dino", preset, 2))
-    assert a != b and a.parent == c.parent and a.name == "seed-1.json"
+    assert a != b and a.parent == c.parent and a.name == "data-42-seed-1.json"
 
 
 def test_the_real_generator_through_the_runner_decodes_once(setup, tmp_path, monkeypatch):

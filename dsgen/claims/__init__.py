@@ -2,22 +2,22 @@
 
 Each paper's figures live in ``dsgen/claims/papers/<paper>.toml``: one ``[[claim]]`` per
 comparison the paper makes, with the methods it involves, the paper's figures (with table and
-page) and a kind:
+page) and a kind. A claim is judged on the difference of the 7-column average between the methods,
+paired by (data seed, training seed) run, with the nested interval of
+:mod:`dsgen.evaluation.statistics`. Each verdict is a one-sided test at level 2.5% (the side of a
+95% interval), and the family of claims is Holm-adjusted, so that all verdicts of a report hold
+together at that level:
 
-| kind | reproduced when | contradicted when |
-| --- | --- | --- |
-| ``greater`` | the 95% interval of method - reference lies above 0 | it lies below 0 |
-| ``less`` | it lies below 0 | it lies above 0 |
-| ``close`` | it lies within ± ``margin`` | it lies entirely outside ± ``margin`` |
-| ``between`` | method > lower and method < upper, both | either is significantly the other way |
+| kind | reproduced when | contradicted when | no effect at this scale when |
+| --- | --- | --- | --- |
+| ``greater`` | method - reference > 0 | < 0 | within ± ``margin`` of 0 while the paper's difference is not |
+| ``less`` | < 0 | > 0 | as for ``greater`` |
+| ``close`` | within ± ``margin`` | beyond ± ``margin`` | - |
+| ``between`` | method > lower and method < upper | either the other way | - |
 
-anything else is **inconclusive** (the interval covers 0, or the methods are missing). The
-interval is the comparison's headline one: a t-interval on paired per-seed differences of the
-7-column average (:mod:`dsgen.evaluation.statistics`). A paper figure given as
-``{sts12_16, stsb, sick}`` (DINO's Table 2) is turned into that average as
-``(5 * sts12_16 + stsb + sick) / 7``.
-"""
-
+anything else is **inconclusive** (the interval is too wide to say, or a method has no result, in
+which case the row says why). A paper figure given as ``{sts12_16, stsb, sick}`` (DINO's Table 2)
+is shown as printed and turned into the 7-column average as ``(5 * sts12_16 + stsb + sick) / 7``.
 from __future__ import annotations
 
 import tomllib
@@ -26,10 +26,11 @@ from importlib import resources
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.evaluation.statistics import Interval, seed_t_interval
+from dsgen.evaluation.statistics import Interval, Run, holm, nested_interval, nested_p_value
 
 KINDS = ("greater", "less", "close", "between")
-VERDICTS = ("reproduced", "contradicted", "inconclusive")
+VERDICTS = ("reproduced", "contradicted", "no effect", "inconclusive")
+ALPHA = 0.025  # each verdict's one-sided level (a 95% interval's side), family-wise with Holm
 
 
 def paper_average(figure: Any) -> float | None:
@@ -63,6 +64,7 @@ class Claim:
     paper_lower: float | None = None
     paper_upper: float | None = None
     note: str = ""
+    printed: dict[str, Any] = field(default_factory=dict)  # role -> the paper's figure as printed (a number or columns)
 
     @property
     def methods(self) -> list[str]:
@@ -76,11 +78,20 @@ class Claim:
         return self.paper_method - self.paper_reference
 
     def paper_text(self) -> str:
+        """The paper's figures as printed, with the derived 7-column average where they are columns."""
+        def shown(role: str, value: float | None) -> str:
+            figure = self.printed.get(role)
+            if isinstance(figure, dict):
+                return " / ".join(f"{figure[k]:.2f}" for k in ("sts12_16", "stsb", "sick")) + f" (avg. {value:.2f})"
+            return f"{value:.2f}"
+
         if self.kind == "between" and self.paper_method is not None:
-            return f"{self.paper_lower:.2f} < {self.paper_method:.2f} < {self.paper_upper:.2f}"
+            return (f"{shown('lower', self.paper_lower)} < {shown('method', self.paper_method)} < "
+                    f"{shown('upper', self.paper_upper)}")
         if self.paper_method is None:
             return "no figure"
-        return f"{self.paper_method:.2f} vs {self.paper_reference:.2f} (Δ {self.paper_difference:+.2f})"
+        return (f"{shown('method', self.paper_method)} vs {shown('reference', self.paper_reference)} "
+                f"(Δ {self.paper_difference:+.2f})")
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -106,7 +117,9 @@ def load_claims(papers: list[str] | None = None) -> list[Claim]:
                                 paper_method=paper_average(c.get("paper_method")),
                                 paper_reference=paper_average(c.get("paper_reference")),
                                 paper_lower=paper_average(c.get("paper_lower")),
-                                paper_upper=paper_average(c.get("paper_upper")), note=c.get("note", "")))
+                                paper_upper=paper_average(c.get("paper_upper")), note=c.get("note", ""),
+                                printed={role: c[f"paper_{role}"] for role in ("method", "reference", "lower", "upper")
+                                         if c.get(f"paper_{role}") is not None}))
     return claims
 
 
@@ -125,50 +138,84 @@ def claim_methods(claims: list[Claim]) -> list[str]:
 class Verdict:
     claim: Claim
     verdict: str
-    intervals: dict[str, Interval] = field(default_factory=dict)  # role ("vs <name>") -> interval
+    intervals: dict[str, Interval] = field(default_factory=dict)  # role -> interval of method - that role's method
     used: dict[str, str] = field(default_factory=dict)            # role -> method used
     reason: str = ""
+    p_values: dict[str, float] = field(default_factory=dict)     # support / against / null, Holm-adjusted
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the width of the widest 95% interval of the claim (None without one)."""
+        widths = [(iv.high - iv.low) / 2 for iv in self.intervals.values() if iv.low is not None]
+        return max(widths) if widths else None
 
 
-def _pick(names: tuple[str, ...], scores: dict[str, list[float]]) -> str | None:
-    return next((n for n in names if n in scores), None)
+Scores = dict[str, dict[Run, float]]  # method -> (data seed, training seed) -> 7-column average
 
 
-def judge(claim: Claim, scores: dict[str, list[float]]) -> Verdict:
-    """The verdict of one claim from per-seed average scores (method -> scores in seed order)."""
-    if claim.method not in scores:
-        return Verdict(claim, "inconclusive", reason=f"'{claim.method}' has no result")
-    roles = {"reference": claim.reference} if claim.kind != "between" else {"lower": claim.lower, "upper": claim.upper}
-    used, intervals = {}, {}
-    for role, names in roles.items():
-        name = _pick(names, scores)
-        if name is None:
-            return Verdict(claim, "inconclusive", reason=f"none of {', '.join(names)} has a result")
-        used[role] = name
-        intervals[role] = seed_t_interval(scores[name], scores[claim.method])
-    if any(iv.low is None for iv in intervals.values()):
-        return Verdict(claim, "inconclusive", intervals, used, "one seed: no interval")
-    if claim.kind == "greater":
-        iv = intervals["reference"]
-        verdict = "reproduced" if iv.low > 0 else "contradicted" if iv.high < 0 else "inconclusive"
-    elif claim.kind == "less":
-        iv = intervals["reference"]
-        verdict = "reproduced" if iv.high < 0 else "contradicted" if iv.low > 0 else "inconclusive"
-    elif claim.kind == "close":
-        iv = intervals["reference"]
-        m = claim.margin
-        verdict = "reproduced" if -m <= iv.low and iv.high <= m else \
-            "contradicted" if iv.low > m or iv.high < -m else "inconclusive"
-    else:
-        lo, up = intervals["lower"], intervals["upper"]
-        if lo.low > 0 and up.high < 0:
-            verdict = "reproduced"
-        elif lo.high < 0 or up.low > 0:
-            verdict = "contradicted"
+def _tests(claim: Claim, scores: Scores, used: dict[str, str]) -> dict[str, float]:
+    """One-sided p-values of the claim's three possible verdicts (NaN where a verdict does not apply)."""
+    m = scores[claim.method]
+    margin = claim.margin
+    nan = float("nan")
+    if claim.kind == "between":
+        lo, up = scores[used["lower"]], scores[used["upper"]]
+        return {"support": max(nested_p_value(lo, m, 0, "greater"), nested_p_value(up, m, 0, "less")),
+                "against": min(nested_p_value(lo, m, 0, "less"), nested_p_value(up, m, 0, "greater")), "null": nan}
+    ref = scores[used["reference"]]
+    equivalent = max(nested_p_value(ref, m, -margin, "greater"), nested_p_value(ref, m, margin, "less"))
+    if claim.kind == "close":
+        return {"support": equivalent, "against": min(nested_p_value(ref, m, margin, "greater"),
+                                                      nested_p_value(ref, m, -margin, "less")), "null": nan}
+    side = "greater" if claim.kind == "greater" else "less"
+    other = "less" if side == "greater" else "greater"
+    paper = claim.paper_difference
+    no_effect_applies = paper is None or abs(paper) > margin
+    return {"support": nested_p_value(ref, m, 0, side), "against": nested_p_value(ref, m, 0, other),
+            "null": equivalent if no_effect_applies else nan}
+
+
+def judge_all(claims: list[Claim], scores: Scores, missing: dict[str, str] | None = None,
+              alpha: float = ALPHA) -> list[Verdict]:
+    """Verdicts of a family of claims (see the module docstring), Holm-adjusted over the family.
+
+    Args:
+        scores: per method, the 7-column average of every run.
+        missing: method -> why it has no result (a run that produced no model), for the claim's row.
+    """
+    missing = missing or {}
+    verdicts: list[Verdict] = []
+    tests: list[dict[str, float]] = []
+    for claim in claims:
+        roles = {"reference": claim.reference} if claim.kind != "between" else {"lower": claim.lower, "upper": claim.upper}
+        used = {role: names[0] for role, names in roles.items()}  # the claim's own comparison, never a stand-in
+        absent = [n for n in [claim.method, *used.values()] if n not in scores]
+        if absent:
+            why = "; ".join(f"'{n}' has no result" + (f": {missing[n]}" if n in missing else "") for n in absent)
+            verdicts.append(Verdict(claim, "inconclusive", used=used, reason=why))
+            tests.append({})
+            continue
+        intervals = {role: nested_interval(scores[name], scores[claim.method]) for role, name in used.items()}
+        verdicts.append(Verdict(claim, "inconclusive", intervals, used))
+        tests.append(_tests(claim, scores, used) if all(iv.low is not None for iv in intervals.values()) else {})
+    adjusted = {kind: holm([t.get(kind, float("nan")) for t in tests]) for kind in ("support", "against", "null")}
+    for i, v in enumerate(verdicts):
+        if not tests[i]:
+            v.reason = v.reason or "one run: no interval"
+            continue
+        v.p_values = {kind: adjusted[kind][i] for kind in adjusted}
+        if v.p_values["support"] < alpha:
+            v.verdict = "reproduced"
+        elif v.p_values["against"] < alpha:
+            v.verdict = "contradicted"
+        elif v.p_values["null"] < alpha:
+            v.verdict = "no effect"
+            v.reason = f"within ±{v.claim.margin:g} of 0, the paper's effect is not"
         else:
-            verdict = "inconclusive"
-    return Verdict(claim, verdict, intervals, used, "interval covers 0" if verdict == "inconclusive" else "")
+            v.reason = "interval too wide to decide"
+    return verdicts
 
 
-def judge_all(claims: list[Claim], scores: dict[str, list[float]]) -> list[Verdict]:
-    return [judge(c, scores) for c in claims]
+def judge(claim: Claim, scores: Scores, missing: dict[str, str] | None = None) -> Verdict:
+    """The verdict of one claim on its own (a family of one: no adjustment)."""
+    return judge_all([claim], scores, missing)[0]

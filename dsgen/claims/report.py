@@ -8,12 +8,13 @@ from typing import Any
 
 from dsgen.claims import Verdict
 
-MARKS = {"reproduced": "✅ reproduced", "contradicted": "❌ contradicted", "inconclusive": "➖ inconclusive"}
+MARKS = {"reproduced": "✅ reproduced", "contradicted": "❌ contradicted", "no effect": "⭕ no effect at this scale",
+         "inconclusive": "➖ inconclusive"}
 
 
 def _measured(v: Verdict, means: dict[str, float]) -> str:
     c = v.claim
-    if v.verdict == "inconclusive" and not v.intervals:
+    if not v.intervals:
         return v.reason
     if c.kind == "between":
         lo, up = v.used["lower"], v.used["upper"]
@@ -32,27 +33,48 @@ def _intervals(v: Verdict) -> str:
     return "; ".join(parts)
 
 
+def tasks_text(tasks: list[str]) -> str:
+    """The evaluation columns in words (DINO's Table 1 columns when they are exactly those)."""
+    from dsgen.evaluation.tables import TASK_LABELS
+
+    dino = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr-test"]
+    if list(tasks) == dino:
+        return "DINO's Table 1 columns (STS12-16, STSb, SICK-R test)"
+    return ", ".join(TASK_LABELS.get(t, t) for t in tasks)
+
+
 def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "") -> str:
     import pandas as pd
+
+    from dsgen.claims import ALPHA
+    from dsgen.evaluation.tables import runs_text
 
     rows = []
     for v in verdicts:
         c = v.claim
+        half = v.half_width
         rows.append({"paper": c.paper, "claim": c.statement, "where": f"{c.table}, p. {c.page}" if c.page else c.table,
-                     "paper's figure (avg.)": c.paper_text(), "this run (avg.)": _measured(v, means),
-                     "Δ [95% CI over seeds]": _intervals(v), "verdict": MARKS[v.verdict]})
+                     "paper's figure": c.paper_text(), "this run (avg.)": _measured(v, means),
+                     "Δ [95% CI over runs]": _intervals(v), "±": f"{half:.2f}" if half is not None else "-",
+                     "verdict": MARKS[v.verdict] + (f" ({v.reason})" if v.verdict == "inconclusive" and v.intervals
+                                                    and v.reason else "")})
     counts = {k: sum(v.verdict == k for v in verdicts) for k in MARKS}
     lines = [f"# The papers' claims, tested (preset `{header['preset']}`)", ""]
     if command:
         lines += ["Command:", "", "```bash", command, "```", ""]
-    lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; seeds {header['seeds']}, each generating its own "
-              "data. Scores are Spearman x 100 averaged over DINO's Table 1 columns (STS12-16, STSb, SICK-R test). "
-              "A claim is **reproduced** when the 95% t-interval of the paired per-seed differences lies on the paper's "
-              "side of 0 (within ± the margin for 'close'), **contradicted** when it lies on the other side, "
-              "**inconclusive** otherwise. Paper figures are the papers' own (their models and scale: GPT2-XL, "
-              "RoBERTa/BERT, tens of thousands of pairs); compare directions, not levels.", "",
+    lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])}. Scores are "
+              f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
+              "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "
+              "differences; over training seeds when there is one dataset) and its half-width (±). Each verdict is a "
+              f"one-sided test at level {ALPHA:.1%} (one side of that interval), Holm-adjusted over the "
+              f"{len(verdicts)} claims so that the verdicts hold together: **reproduced** (on the paper's side of 0; "
+              "within ± the margin for 'close'), **contradicted** (on the other side), **no effect at this scale** "
+              "(within ± the margin of 0 while the paper's difference is not), **inconclusive** (too wide to say, or "
+              "a method without a result: the row says why). The paper's figures are as printed (DINO's Table 2: "
+              "STS12-16 / STSb / SICK-R, with the derived 7-column average); they come from the papers' models and "
+              "scale (GPT2-XL, RoBERTa/BERT, tens of thousands of pairs): compare directions, not levels.", "",
               f"Verdicts: {counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
-              f"{counts['inconclusive']} inconclusive.", "",
+              f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
               pd.DataFrame(rows).to_markdown(index=False), "", "Notes:", ""]
     lines += [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
     lines += ["", f"![differences with their intervals]({header['png']})", ""]
@@ -77,7 +99,7 @@ def claims_chart(verdicts: list[Verdict], path: str | Path, title: str) -> None:
                 other = v.claim.paper_lower if role == "lower" else v.claim.paper_upper
                 paper = v.claim.paper_method - other
             rows.append((f"{v.claim.id} (vs {v.used[role]})", iv, paper, v.verdict))
-    colors = {"reproduced": "#2a9d3c", "contradicted": "#c0392b", "inconclusive": "#7f8c8d"}
+    colors = {"reproduced": "#2a9d3c", "contradicted": "#c0392b", "no effect": "#2c6fbb", "inconclusive": "#7f8c8d"}
     fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(rows), 2) + 1.2))
     for i, (label, iv, paper, verdict) in enumerate(reversed(rows)):
         if iv.low is not None:
@@ -87,7 +109,7 @@ def claims_chart(verdicts: list[Verdict], path: str | Path, title: str) -> None:
             ax.plot([paper], [i], "D", mfc="none", color="black", ms=5)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=8)
-    ax.set_xlabel("Δ Spearman x 100 (method - comparison), 95% CI over seeds; ◇ paper")
+    ax.set_xlabel("Δ Spearman x 100 (method - comparison), 95% CI over runs; ◇ paper")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     write_figure(fig, path)

@@ -1,5 +1,6 @@
-"""A comparison of methods over seeds, built from result files: scores, and the difference of each
-method to a reference with intervals over seeds (headline) and over test pairs (secondary).
+"""A comparison of methods over runs, built from result files: scores, and the difference of each
+method to a reference with intervals over (data seed, training seed) runs (headline, nested) and
+over test pairs (secondary).
 
 The statistics live in :mod:`dsgen.evaluation.statistics`; rendering (Markdown, rich, CSV, PNG)
 in :mod:`dsgen.evaluation.tables`. This module only assembles the numbers.
@@ -12,19 +13,20 @@ from typing import Any
 
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
-from dsgen.evaluation.statistics import Interval, paired_bootstrap, percentile_interval, seed_t_interval
+from dsgen.evaluation.statistics import Interval, nested_interval, paired_bootstrap, percentile_interval
 
 STAGES = ("generate", "reweight", "train", "evaluate")
 
 
 @dataclass
 class Comparison:
-    """Methods x tasks: per-seed scores, means, stds and differences to ``methods[0]``.
+    """Methods x tasks: per-run scores, means, stds and differences to ``methods[0]``.
 
     Args:
         methods: compared methods, the reference first.
         tasks: task names (columns).
-        results: per method, one result per seed (the same seeds for every method).
+        results: per method, one result per (data seed, training seed) run (the same runs for every
+            method; differences are paired by run).
         preset: preset name, for titles.
         n_boot: resamples of the test-pair bootstrap.
         failures: ``dsgen.runner.RunFailed`` of runs that produced no model.
@@ -42,16 +44,20 @@ class Comparison:
     def __post_init__(self) -> None:
         import numpy as np
 
+        def order(r: Result) -> tuple[int, int]:
+            return tuple(-1 if x is None else x for x in r.run)  # type: ignore[return-value]
+
         for m in self.methods:
-            self.results[m] = sorted(self.results[m], key=lambda r: r.seed if r.seed is not None else -1)
+            self.results[m] = sorted(self.results[m], key=order)
         self._check_same_pairs()
         ref = self.methods[0]
-        ref_seeds = [r.seed for r in self.results[ref]]
+        ref_runs = [r.run for r in self.results[ref]]
         for m in self.methods[1:]:
-            if [r.seed for r in self.results[m]] != ref_seeds:
-                raise DsgenError(f"'{m}' and '{ref}' were run with different seeds; compare them over the same seeds")
-            self.seed_diffs[m] = {t: seed_t_interval(self.seed_scores(ref, t), self.seed_scores(m, t)) for t in self.tasks}
-            self.seed_diffs[m]["avg"] = seed_t_interval(self.seed_scores(ref), self.seed_scores(m))
+            if [r.run for r in self.results[m]] != ref_runs:
+                raise DsgenError(f"'{m}' and '{ref}' were run with different (data seed, training seed) runs; "
+                                 "compare them over the same runs")
+            self.seed_diffs[m] = {t: nested_interval(self.run_scores(ref, t), self.run_scores(m, t)) for t in self.tasks}
+            self.seed_diffs[m]["avg"] = nested_interval(self.run_scores(ref), self.run_scores(m))
             preds = [r.predictions for r in self.results[m]]
             ref_pred = [r.predictions for r in self.results[ref]]
             if any(p is None for p in preds + ref_pred):
@@ -83,8 +89,13 @@ class Comparison:
 
     # -- numbers ---------------------------------------------------------------------------------
     def seed_scores(self, method: str, task: str | None = None) -> list[float]:
+        """Scores of every run, in run order (the task's, or the average's)."""
         rs = self.results[method]
         return [r.average if task is None else r.tasks[task].spearman for r in rs]
+
+    def run_scores(self, method: str, task: str | None = None) -> dict[tuple[int, int], float]:
+        """(data seed, training seed) -> score (the task's, or the average's)."""
+        return {r.run: (r.average if task is None else r.tasks[task].spearman) for r in self.results[method]}  # type: ignore[misc]
 
     def score(self, method: str, task: str) -> float:
         import numpy as np
@@ -98,7 +109,16 @@ class Comparison:
 
     @property
     def seeds(self) -> list[int]:
+        """Training seeds of the runs."""
         return sorted({r.seed for rs in self.results.values() for r in rs if r.seed is not None})
+
+    @property
+    def data_seeds(self) -> list[int]:
+        return sorted({r.run[0] for rs in self.results.values() for r in rs if r.run[0] is not None})
+
+    @property
+    def runs(self) -> list[tuple[int, int]]:
+        return sorted({r.run for rs in self.results.values() for r in rs if r.seed is not None})  # type: ignore[misc]
 
     def encoders(self) -> list[str]:
         """The encoders of the compared runs, each as ``alias (spec)`` when it is a causal-LM encoder."""
@@ -156,7 +176,7 @@ class Comparison:
             row["Δ seeds low"], row["Δ seeds high"] = (s.low if s and s.low is not None else nan,
                                                        s.high if s and s.high is not None else nan)
             row["Δ pairs low"], row["Δ pairs high"] = (p.low, p.high) if p else (nan, nan)
-            row["seeds"] = len(self.results[m])
+            row["runs"] = len(self.results[m])
             rows[m] = row
         frame = pd.DataFrame.from_dict(rows, orient="index")
         frame.index.name = "method"
@@ -165,6 +185,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """Everything a claims report needs, as plain data."""
         return {"methods": self.methods, "tasks": self.tasks, "preset": self.preset, "seeds": self.seeds,
+                "data_seeds": self.data_seeds, "runs": [list(r) for r in self.runs],
                 "n_boot": self.n_boot,
                 "scores": {m: {t: self.score(m, t) for t in self.tasks} | {"avg": self.average(m)} for m in self.methods},
                 "seed_diffs": {m: {t: i.to_dict() for t, i in d.items()} for m, d in self.seed_diffs.items()},

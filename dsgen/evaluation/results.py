@@ -41,6 +41,7 @@ class Result:
     method: str | None = None
     preset: str | None = None
     seed: int | None = None
+    data_seed: int | None = None  # the run's generation seed (None: no generated data, or the training seed's own)
     timings: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=package_versions)
@@ -56,12 +57,18 @@ class Result:
             self.predictions = {k: np.asarray(v, dtype=np.float32) for k, v in self.predictions.items()}
 
     @property
+    def run(self) -> tuple[int | None, int | None]:
+        """(data seed, training seed) of the run; a result without a data seed generated its own data
+        with its training seed (or none at all)."""
+        return (self.seed if self.data_seed is None else self.data_seed, self.seed)
+
+    @property
     def average(self) -> float:
         return round(sum(t.spearman for t in self.tasks.values()) / len(self.tasks), 4) if self.tasks else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "model": self.model, "method": self.method,
-                "preset": self.preset, "seed": self.seed,
+                "preset": self.preset, "seed": self.seed, "data_seed": self.data_seed,
                 "tasks": {k: vars(v) for k, v in self.tasks.items()}, "average": self.average,
                 "timings": self.timings, "extra": self.extra, "versions": self.versions}
 
@@ -103,5 +110,5 @@ class Result:
         except (KeyError, TypeError):
             raise DsgenError(f"{path}: malformed 'tasks' entry") from None
         return cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
-                   seed=data.get("seed"), timings=data.get("timings", {}), extra=data.get("extra", {}),
+                   seed=data.get("seed"), data_seed=data.get("data_seed"), timings=data.get("timings", {}), extra=data.get("extra", {}),
                    versions=data.get("versions", {}))

@@ -24,7 +24,7 @@ def comparison_frame(results: list[Result], tasks: list[str] | None = None) -> A
     for r in results:
         label = r.method or r.model
         if r.seed is not None and sum((x.method or x.model) == label for x in results) > 1:
-            label = f"{label} (seed {r.seed})"
+            label = f"{label} ({run_text(r.run)})"
         rows[label] = {TASK_LABELS.get(t, t): (r.tasks[t].spearman if t in r.tasks else float("nan")) for t in tasks}
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame["Avg."] = frame.mean(axis=1, skipna=False)
@@ -72,6 +72,24 @@ def to_rich(frame: Any, title: str = "") -> Any:
 # -- comparisons (dsgen.evaluation.comparison.Comparison) ---------------------------------------------
 
 
+def run_text(run: tuple[int | None, int | None]) -> str:
+    """``seed 2`` for a run that generated its own data with its training seed, else ``data seed 1, seed 2``."""
+    data, seed = run
+    return f"seed {seed}" if data in (None, seed) else f"data seed {data}, seed {seed}"
+
+
+def runs_text(runs: list[tuple[int, int]]) -> str:
+    """The runs of a comparison in words: ``seeds [1, 2, 3] (each its own data)``, ``data seeds [1, 2] x
+    training seeds [1, 2, 3]``, or ``training seeds [1, 2, 3] on data seed 42``."""
+    data = sorted({d for d, _ in runs})
+    seeds = sorted({s for _, s in runs})
+    if all(d == s for d, s in runs):
+        return f"seeds {seeds} (each its own data)"
+    if len(data) == 1:
+        return f"training seeds {seeds} on data seed {data[0]}"
+    return f"{len(runs)} runs: data seeds {data} x training seeds {seeds}"
+
+
 def comparison_display(cmp: Any) -> Any:
     """Strings: "mean ± std" per task and average, and Δ to the reference with both intervals; a
     difference whose interval covers 0 is marked "(covers 0)"."""
@@ -80,7 +98,7 @@ def comparison_display(cmp: Any) -> Any:
     num = cmp.frame()
     cols = [TASK_LABELS.get(t, t) for t in cmp.tasks] + ["Avg."]
     out = pd.DataFrame(index=num.index)
-    multi = int(num["seeds"].max()) > 1
+    multi = int(num["runs"].max()) > 1
     for c in cols:
         out[c] = [f"{m:.2f} ± {s:.2f}" if multi else f"{m:.2f}" for m, s in zip(num[f"{c} mean"], num[f"{c} std"])]
     ref = cmp.methods[0]
@@ -91,7 +109,7 @@ def comparison_display(cmp: Any) -> Any:
         iv = diffs[m]["avg"]
         return iv.text() + (" (covers 0)" if iv.covers_zero else "")
 
-    out[f"Δ Avg. vs {ref}, 95% CI over seeds"] = [cell(m, cmp.seed_diffs) for m in num.index]
+    out[f"Δ Avg. vs {ref}, 95% CI over runs"] = [cell(m, cmp.seed_diffs) for m in num.index]
     out["95% CI over test pairs"] = [cell(m, cmp.pair_diffs) for m in num.index]
     return out
 
@@ -128,12 +146,14 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
     if command:
         lines += ["Command:", "", "```bash", command, "```", ""]
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in cmp.encoders())}. Spearman x 100 of cosine similarity; mean ± "
-              f"sample std over seeds {cmp.seeds}. Δ: difference to `{cmp.methods[0]}` with a 95% t-interval on the "
-              f"paired per-seed differences (headline) and a 95% paired-bootstrap interval over test pairs "
-              f"({cmp.n_boot:,} resamples of each task's pairs). An interval that covers 0 is marked.", "",
+              f"sample std over {runs_text(cmp.runs)}. Δ: difference to `{cmp.methods[0]}` with a 95% interval over "
+              f"the runs, paired by (data seed, training seed): a t-interval over the data seeds' mean differences "
+              f"(nested; over training seeds when there is one dataset) as the headline, and a 95% paired-bootstrap "
+              f"interval over test pairs ({cmp.n_boot:,} resamples of each task's pairs). An interval that covers 0 is "
+              f"marked.", "",
               comparison_display(cmp).to_markdown(), ""]
     if cmp.seed_diffs:
-        lines += ["## Per-task differences (95% CI over seeds)", "",
+        lines += ["## Per-task differences (95% CI over runs)", "",
                   diff_frame(cmp.seed_diffs, cmp.tasks, f"Δ vs {cmp.methods[0]}").to_markdown(), ""]
     if cmp.pair_diffs:
         lines += [f"## Per-task differences (95% CI over test pairs, {cmp.n_boot:,} resamples)", "",
@@ -148,17 +168,18 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
     lines += ["## Time per stage (seconds, summed over each method's runs)", "",
               pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method").to_markdown(missingval=""),
               ""]
-    reweighted = {m: [(r.seed, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
+    reweighted = {m: [(r.run, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
     if any(reweighted.values()):
         lines += ["## Reweighting", ""]
-        lines += [f"- `{m}` seed {seed}: {summarise_reweighting(info)}" for m, infos in reweighted.items()
-                  for seed, info in infos]
+        lines += [f"- `{m}` {run_text(run)}: {summarise_reweighting(info)}" for m, infos in reweighted.items()
+                  for run, info in infos]
         lines.append("")
     if cmp.failures:
         lines += ["## Runs that produced no model", ""]
         for f in cmp.failures:
             rw = f.extra.get("reweighting")
-            lines.append(f"- `{f.method}` seed {f.seed}: {f.reason}" + (f" ({summarise_reweighting(rw)})" if rw else ""))
+            lines.append(f"- `{f.method}` {run_text((getattr(f, 'data_seed', None), f.seed))}: {f.reason}"
+                         + (f" ({summarise_reweighting(rw)})" if rw else ""))
         lines.append("")
     return "\n".join(lines)
 
@@ -167,7 +188,7 @@ def comparison_rich(cmp: Any) -> Any:
     from rich.table import Table
 
     frame = comparison_display(cmp)
-    table = Table(title=f"Spearman x 100 (preset {cmp.preset}); Δ vs {cmp.methods[0]}, 95% CI over seeds and over test pairs")
+    table = Table(title=f"Spearman x 100 (preset {cmp.preset}); Δ vs {cmp.methods[0]}, 95% CI over runs and over test pairs")
     table.add_column("method")
     for c in frame.columns:
         table.add_column(str(c), justify="right")

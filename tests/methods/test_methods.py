@@ -94,7 +94,7 @@ def test_one_precedence_rule_defaults_preset_method_command_line():
     gense = plan_run("gense", preset, 1)
     assert gense.trainer.config.batch_size == 64 and gense.origins["trainer"]["batch_size"] == "preset"
     rows = {(s, k): o for s, k, _, o in plan.rows()}
-    assert rows[("generation", "sampling.top_k")] == "default" and rows[("generation", "seed")] == "preset"
+    assert rows[("generation", "sampling.top_k")] == "default" and rows[("generation", "seed")] == "data seed"
 
 
 def test_seed_independent_methods_share_a_key_and_seeded_ones_do_not():
