@@ -92,9 +92,10 @@ def bare_forward(model: Any, tokenizer: Any, batch: int, context: int, steps: in
 
 def greedy_agreement(model: Any, tokenizer: Any, reqs: list[Any], batch_sizes: Sequence[int], seed: int,
                      other: Any = None) -> dict[int, float]:
-    """Per batch size, the share of items whose greedy output is the same (:func:`same_output`) in the
-    core and in the reference loop (or, with ``other``, in the core on ``model`` and the core on ``other``)."""
-    from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig, reference_decode
+    """Per batch size, the share of items whose greedy output is the same
+    (:func:`dsgen.generation.decoding.same_output`) in the core and in the reference loop (or, with
+    ``other``, in the core on ``model`` and the core on ``other``)."""
+    from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig, reference_decode, same_output
 
     greedy = SamplingConfig(top_k=1)
     items = [DecodeRequest(r.prompt, r.counter_prompts, 1) for r in reqs]
@@ -106,15 +107,6 @@ def greedy_agreement(model: Any, tokenizer: Any, reqs: list[Any], batch_sizes: S
                                                                     max_rows=batch_size).decode(items, seed=seed)
         agreement[batch_size] = sum(same_output(x[0], y[0]) for x, y in zip(a, b)) / len(items)
     return agreement
-
-
-def same_output(core: Any, reference: Any) -> bool:
-    """The same greedy output: same kept text (or both rejected) and the same tokens. The core stops
-    an output as soon as it is decided, the reference only at a closing quote (DINO decodes all 40
-    tokens), so an output rejected for a newline is longer there: the core's tokens are its start."""
-    return (core.accepted == reference.accepted and core.text == reference.text
-            and reference.tokens[:len(core.tokens)] == core.tokens
-            and (core.tokens == reference.tokens or not core.accepted))
 
 
 def core_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: Any, batch_size: int, seed: int) -> dict[str, Any]:

@@ -39,6 +39,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 BackendOpt = Annotated[str, typer.Option(help="Generation backend: local (this process) or ray (pip install 'dsgen[ray]').")]
 AddressOpt = Annotated[Optional[str], typer.Option(help="Ray cluster: auto or HOST:PORT (default: a local Ray for the run).")]
 WorkersOpt = Annotated[Optional[int], typer.Option(help="Ray actors (default: 1 per GPU with --device cuda, else 2).")]
+CpusPerWorkerOpt = Annotated[Optional[int], typer.Option(
+    help="CPUs (threads) per Ray actor (default: as many as the nodes can give every actor).")]
 
 
 def _console():
@@ -51,21 +53,23 @@ def _command() -> str:
     return " ".join(["dsgen", *sys.argv[1:]])
 
 
-def _backend(backend: str, address: Optional[str], workers: Optional[int], device: Optional[str]) -> Any:
+def _backend(backend: str, address: Optional[str], workers: Optional[int], device: Optional[str],
+             cpus_per_worker: Optional[int] = None) -> Any:
     """The generation backend object (``None`` = local); a one-line error for a bad choice."""
     from dsgen.generation.backends import BACKENDS
 
     if backend not in BACKENDS:
         raise DsgenError(BACKENDS.unknown_message(backend))
     if backend == "local":
-        if address is not None or workers is not None:
-            raise DsgenError("--address and --workers need --backend ray")
+        if address is not None or workers is not None or cpus_per_worker is not None:
+            raise DsgenError("--address, --workers and --cpus-per-worker need --backend ray")
         return None
-    if workers is not None and workers < 1:
-        raise DsgenError(f"--workers must be at least 1 (got {workers})")
+    for name, value in (("--workers", workers), ("--cpus-per-worker", cpus_per_worker)):
+        if value is not None and value < 1:
+            raise DsgenError(f"{name} must be at least 1 (got {value})")
     from dsgen.generation.ray_backend import RayBackend
 
-    return RayBackend(address=address, workers=workers, device=device or "auto")
+    return RayBackend(address=address, workers=workers, device=device or "auto", cpus_per_worker=cpus_per_worker)
 
 
 # -- generation and evaluation --------------------------------------------------------------------
@@ -92,6 +96,7 @@ def generate(
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
+    cpus_per_worker: CpusPerWorkerOpt = None,
     data_dir: DataDirOpt = None,
     seed: int = typer.Option(42, help="Random seed."),
     fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming finished chunks."),
@@ -113,7 +118,7 @@ def generate(
     load_task_spec(task, with_inputs=inputs is not None)  # validate before loading anything heavy
     check_writable_target(out)
     texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
-    gen = DebiasedGenerator(cfg, backend=_backend(backend, address, workers, device))
+    gen = DebiasedGenerator(cfg, backend=_backend(backend, address, workers, device, cpus_per_worker))
     if gen.backend is None:
         gen.lm  # load (and fail on a bad model or device) before anything is written
     pairs = gen.generate(texts, out, progress=not quiet, resume=not fresh)
@@ -267,6 +272,9 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
 
     for m in methods:
         get_method(m)
+    repeated = sorted({m for m in methods if methods.count(m) > 1})
+    if repeated:
+        raise DsgenError(f"method '{repeated[0]}' is given twice; name each method once")
     p = load_preset(preset)
     runs = p.runs(parse_seeds(seeds, None), parse_seeds(data_seeds, None, "--data-seeds"))
     for m in methods:
@@ -366,6 +374,7 @@ def run_cmd(
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
+    cpus_per_worker: CpusPerWorkerOpt = None,
     out: OutOpt = Path("runs"),
     data_dir: DataDirOpt = None,
     quiet: QuietOpt = False,
@@ -376,7 +385,7 @@ def run_cmd(
 
     ov = _overrides(generator, encoder, device, preprocess)
     p, runs, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
+                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
     console = _console()
     results = run_many([method], p, runs, runner, ov, on_result=_report(console))
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
@@ -396,6 +405,7 @@ def compare_cmd(
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
+    cpus_per_worker: CpusPerWorkerOpt = None,
     out: OutOpt = Path("runs"),
     publish: PublishOpt = None,
     name: Optional[str] = typer.Option(None, help="File stem of the comparison (default: compare-<methods>)."),
@@ -407,10 +417,10 @@ def compare_cmd(
     from dsgen.evaluation.tables import comparison_rich, write_comparison
     from dsgen.runner import run_many
 
-    names = list(dict.fromkeys(methods + ([] if "base" in methods else ["base"])))
+    names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by _prepare
     ov = _overrides(generator, encoder, device, preprocess)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
+                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
@@ -441,27 +451,33 @@ def regress_cmd(
     """Rerun a preset from scratch; exit 1 when a task falls more than the tolerance below the baseline (or is NaN)."""
     from rich.table import Table
 
-    from dsgen.evaluation.baseline import DEFAULT_TOLERANCE, check, read_baseline, write_baseline
+    from dsgen.evaluation.baseline import DEFAULT_TOLERANCE, check, differences, read_baseline, write_baseline
     from dsgen.runner import run_many
 
     if tolerance is not None and tolerance < 0:
         raise DsgenError(f"--tolerance must be non-negative (got {tolerance})")
     path = baseline or Path("results") / "baseline" / f"{Path(preset).stem}.json"
     ref = None if update else read_baseline(path)
+    previous = read_baseline(path) if update and path.exists() else None  # --update keeps its tolerance and note
     names = [m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update else list(ref["scores"])
     ov = _overrides()
     p, runs, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
                                     data_dir, quiet, ov, fresh=True)
     if not update and ref.get("preset") != p.name:
         raise DsgenError(f"{path} is a baseline of preset '{ref.get('preset')}', not '{p.name}'")
-    tol = tolerance if tolerance is not None else (ref or {}).get("tolerance", DEFAULT_TOLERANCE)
+    tol = tolerance if tolerance is not None else (ref or previous or {}).get("tolerance", DEFAULT_TOLERANCE)
     console = _console()
     results = run_many(names, p, runs, runner, ov, on_result=_report(console))
     if update:
-        write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol, note=f"dsgen regress --preset {preset} --update")
-        console.print(f"wrote baseline {path}")
+        note = (previous or {}).get("note") if tolerance is None and previous else None
+        write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol,
+                       note=note or f"dsgen regress --preset {preset} --update --tolerance {tol:g}")
+        console.print(f"wrote baseline {path} (tolerance {tol:g})")
         return
     checks = check(ref, results, tol)
+    differently = differences(ref, results)
+    if differently:
+        console.print(differently)
     table = Table(title=f"regression check, preset {p.name}, tolerance {tol}")
     for col in ("method", "task", "baseline", "now", "Δ", "status"):
         table.add_column(col, justify="right" if col not in ("method", "task") else "left")
@@ -519,6 +535,7 @@ def claims_cmd(
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
+    cpus_per_worker: CpusPerWorkerOpt = None,
     out: OutOpt = Path("runs"),
     publish: PublishOpt = None,
     data_dir: DataDirOpt = None,
@@ -542,7 +559,7 @@ def claims_cmd(
     names = claim_methods(claims)
     ov = _overrides(generator, encoder, device)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device), data_seeds=data_seeds)
+                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)

@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | generated dataset | :func:`dataset_key` | generator name, its coerced config, the task spec actually used, the inputs, the generator model's fingerprint |
 | run result | :func:`run_key` | the resolved plan (coerced configs), the fingerprint of every model it names, the evaluation data's fingerprint |
-| result folder | :func:`variant_key` | what the user asked for except the seed: method recipe, preset, command-line overrides |
+| result folder | :func:`variant_key` | what the user asked for except the seeds: method recipe, every resolved (coerced) setting of the plan, command-line overrides |
 | zero-shot discriminator score | :func:`score_key` | the scoring model's fingerprint, the prompt, the pair |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
@@ -39,9 +39,10 @@ def run_key(plan: dict[str, Any], models: dict[str, Any], data: str) -> str:
     return stable_hash({"plan": plan, "models": models, "data": data})
 
 
-def variant_key(method: dict[str, Any], preset: dict[str, Any], overrides: dict[str, Any]) -> str:
-    """Names the folder of a method's results: everything the user chose except the seed."""
-    return stable_hash({"method": method, "preset": preset, "overrides": overrides}, length=10)
+def variant_key(method: dict[str, Any], plan: dict[str, Any], overrides: dict[str, Any]) -> str:
+    """Names the folder of a method's results: everything the user chose except the seeds (the
+    method's recipe, the resolved plan without its seeds, the command-line overrides)."""
+    return stable_hash({"method": method, "plan": plan, "overrides": overrides}, length=10)
 
 
 def score_key(model: dict[str, Any], prompt: str, x1: str, x2: str) -> str:

@@ -35,6 +35,19 @@ class Overrides:
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
 
+    # which stages each command-line setting is meant for (``encoder`` is the sentence encoder, not,
+    # say, the SDI classifier's backbone that a reweighter config also calls ``encoder``)
+    STAGES = {"generator": ("generation",), "encoder": ("training",),
+              "device": ("generation", "reweighting", "training")}
+
+    def layer(self, stage: str, cls: type) -> dict[str, Any]:
+        """The settings the command line sets for ``stage`` (``generation``, ``reweighting`` or
+        ``training``) whose config is ``cls``: the one rule for every stage. A setting applies when it
+        is meant for the stage and the stage's config has the field (a reweighter without a device
+        simply has none to set)."""
+        values = {k: getattr(self, k) for k, stages in self.STAGES.items() if stage in stages}
+        return _known(values, cls)
+
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -143,10 +156,19 @@ class RunPlan:
 
     @property
     def variant(self) -> str:
-        """Names the result folder: the method's recipe, the preset and the command line, not the seed."""
+        """Names the result folder: every resolved setting (values coerced, so ``1`` and ``1.0`` of a
+        float setting are one folder) except the seeds, and except the evaluation dtype, which the
+        machine decides (bfloat16 only where it is native)."""
         from dsgen.identity import variant_key
 
-        return variant_key(self.method.to_dict(), self.preset.identity(), self.overrides.to_dict())
+        def without_seeds(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: without_seeds(v) for k, v in value.items() if k not in ("seed", "data_seed")}
+            return value
+
+        plan = without_seeds(self.to_dict())
+        plan["evaluation"] = {k: v for k, v in plan["evaluation"].items() if k != "dtype"}
+        return variant_key(self.method.to_dict(), plan, self.overrides.to_dict())
 
     def sections(self) -> dict[str, Any]:
         """Resolved settings by section (plain values)."""
@@ -224,7 +246,7 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         def generation(extra_preset: dict[str, Any], recipe: dict[str, Any]) -> tuple[Any, dict[str, str]]:
             layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
             return resolve(cls, [("preset", layer), ("method", recipe),
-                                 ("command line", _known({"generator": ov.generator, "device": ov.device}, cls)),
+                                 ("command line", ov.layer("generation", cls)),
                                  (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
 
         plan.generation, plan.origins["generation"] = generation({}, method.generation)
@@ -238,13 +260,13 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         cls = REWEIGHTERS.get(method.reweighter)
         cfg, plan.origins["reweighter"] = resolve(cls.config_class, [
             ("preset", _known(preset.reweighting, cls.config_class, method.reweighter)), ("method", method.reweighter_config),
-            ("command line", {"device": ov.device})])
+            ("command line", ov.layer("reweighting", cls.config_class))])
         plan.reweighter = cls(cfg)
     if method.trainer:
         cls = TRAINERS.get(method.trainer)
         cfg, plan.origins["trainer"] = resolve(cls.config_class, [
             ("preset", _known(preset.training, cls.config_class, method.trainer)), ("method", method.trainer_config),
-            ("command line", {"encoder": ov.encoder, "device": ov.device})])
+            ("command line", ov.layer("training", cls.config_class))])
         plan.trainer = cls(cfg)
         plan.encoder = cfg.encoder
         plan.origins["encoder"] = {"name": plan.origins["trainer"].get("encoder", "default")}

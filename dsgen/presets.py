@@ -117,6 +117,8 @@ def load_preset(name: str) -> Preset:
     preset = Preset.from_dict(data)
     if not preset.seeds or not all(isinstance(s, int) for s in preset.seeds):
         raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of integers")
+    if preset.max_inputs is not None and preset.max_inputs < 1:
+        raise DsgenError(f"preset {name}: max_inputs must be at least 1, or left out for every input (got {preset.max_inputs})")
     if preset.data_seeds is not None and (not preset.data_seeds or len(set(preset.data_seeds)) != len(preset.data_seeds)):
         raise DsgenError(f"preset {name}: 'data_seeds' must be a non-empty list of distinct integers")
     from dsgen.evaluation.preprocess import check_preprocess

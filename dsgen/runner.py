@@ -76,7 +76,8 @@ class Runner:
         out: output folder (``runs/`` by default on the command line).
         data_dir: STS data folder (default ``$DSGEN_DATA_DIR``).
         progress: show progress bars.
-        fresh: ignore cached datasets and results (and partial chunks) once each in this runner.
+        fresh: ignore cached datasets and results (and partial chunks) made before this runner: each
+            is recomputed once, then reused within the runner like any cached one.
         backend: generation backend (:mod:`dsgen.generation.backends`); default: local.
     """
 
@@ -262,6 +263,7 @@ class Runner:
         if train:
             write_pairs(path.with_suffix(".train.jsonl"), train)  # with weights, for analysis
         result.save(path)
+        self._fresh_done.add(key)  # a fresh runner recomputes a run once, then reuses it like any other
         return result
 
     def label_agreement(self, pairs: list[Pair]) -> dict[str, Any]:

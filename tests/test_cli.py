@@ -69,6 +69,11 @@ BAD_INPUTS = [
     (["regress", "--baseline", "malformed.json", "--out", "o"], "'scores' is missing"),
     (["analyze", "dino", "--out", "o"], "records no SDI importance"),
     (["analyze", "rise", "--preset", "quik", "--out", "o"], "unknown preset 'quik'"),
+    (["generate", "--inputs", "binary.bin", "--out", "o/o.jsonl"], "inputs 'binary.bin' are not UTF-8 text"),
+    (["compare", "dino", "--preset", "zero.toml", "--out", "o"], "max_inputs must be at least 1"),
+    (["compare", "dino", "dino", "--preset", "smoke", "--out", "o"], "method 'dino' is given twice"),
+    (["compare", "dino", "--data-seeds", "1,1", "--out", "o"], "--data-seeds must be distinct"),
+    (["generate", "--inputs", "in.txt", "--cpus-per-worker", "2", "--out", "o/o.jsonl"], "need --backend ray"),
 ]
 
 
@@ -77,6 +82,8 @@ def test_bad_input_gets_one_line_exit_2_and_nothing_on_disk(args, message, tmp_p
     (tmp_path / "in.txt").write_text("A sentence.\n")
     (tmp_path / "bad.json").write_text('{"labels": {"a": {"instruction": "\\"<X1>\\""}}}')
     (tmp_path / "malformed.json").write_text('{"schema_version": 1, "preset": "smoke", "seeds": [1]}')
+    (tmp_path / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "zero.toml").write_text("max_inputs = 0\n")
     before = tree(tmp_path)
     out = dsgen(*args, cwd=tmp_path, env={"DSGEN_DATA_DIR": str(sts_data_dir), "DSGEN_CACHE_DIR": str(tmp_path / ".c")})
     assert out.returncode == 2, out.stdout + out.stderr
@@ -116,6 +123,20 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     bad = dsgen("regress", *common, "--tolerance", "1.0", env=env)
     assert bad.returncode == 1 and "REGRESSED" in bad.stdout and "-2.50" in bad.stdout
     assert dsgen("regress", *common, "--tolerance", "3", env=env).returncode == 0
+    # how it was made is recorded; a rerun made otherwise (here: a baseline said to be from another CPU) says so
+    assert data["made_with"]["eval_dtype"] == "float32" and data["made_with"]["cpu"]
+    data["made_with"] = {"eval_dtype": "bfloat16", "cpu": "AVX512_OTHER"}
+    data["scores"]["base"]["sts16"] -= 2.5
+    data["tolerance"], data["note"] = 1.7, "tolerance 1.7 from the seed spread"
+    baseline.write_text(json.dumps(data))
+    other = dsgen("regress", *common, env=env)
+    assert other.returncode == 0 and "made differently from the baseline (eval dtype bfloat16 -> float32" in other.stdout
+    # --update without --tolerance keeps the baseline's chosen tolerance and its note (it wrote 1.0 over 1.7)
+    assert dsgen("regress", *common, "--methods", "base", "--update", env=env).returncode == 0
+    kept = json.loads(baseline.read_text())
+    assert kept["tolerance"] == 1.7 and kept["note"] == "tolerance 1.7 from the seed spread"
+    assert dsgen("regress", *common, "--methods", "base", "--update", "--tolerance", "2", env=env).returncode == 0
+    assert json.loads(baseline.read_text())["tolerance"] == 2.0
 
 
 @pytest.fixture(scope="module")

@@ -122,15 +122,29 @@ def test_run_caches_datasets_and_results_across_methods_and_seeds(setup, tmp_pat
     fresh = Runner(tmp_path / "runs", str(data), progress=False, fresh=True)
     redo = run_many(["mock-random"], preset, [1], fresh)["mock-random"][0]
     assert MockGenerator.calls == 2 and redo.tasks == again.tasks  # recomputed, same numbers
+    recomputed = path.stat().st_mtime_ns
+    assert recomputed != before
+    once_more = run_many(["mock-random"], preset, [1], fresh)["mock-random"][0]  # within the same fresh runner
+    assert path.stat().st_mtime_ns == recomputed and MockGenerator.calls == 2 and once_more.tasks == redo.tasks
 
 
 def test_variants_of_a_method_get_their_own_result_folders(setup, tmp_path, tiny_encoder_dir):
+    """A real variant (another learning rate, another encoder) gets its own folder; an equivalent
+    spelling of the same setting (1 and 1.0 for a float) and other seeds share one."""
     preset, data = setup
     runner = Runner(tmp_path / "runs", str(data), progress=False)
     a = runner.result_path(plan_run("mock-dino", preset, 1))
-    b = runner.result_path(plan_run("mock-dino", preset, 1, Overrides(encoder=str(tiny_encoder_dir) + "/")))
+    b = runner.result_path(plan_run("mock-dino", preset, 1, Overrides(encoder=str(tiny_encoder_dir) + "/x")))
     c = runner.result_path(plan_run("mock-dino", preset, 2))
-    assert a != b and a.parent == c.parent and a.name == "data-42-seed-1.json"
+    assert a != b and a.parent == c.parent and a.name == "data-42-seed-1.json" and c.name == "data-42-seed-2.json"
+    other_data = runner.result_path(plan_run("mock-dino", preset, 1, data_seed=7))
+    assert other_data.parent == a.parent and other_data.name == "data-7-seed-1.json"
+    lr = replace(preset, training={**preset.training, "learning_rate": 3e-4})
+    assert runner.result_path(plan_run("mock-dino", lr, 1)).parent != a.parent
+    one = replace(preset, training={**preset.training, "epochs": 1})
+    one_point_zero = replace(preset, training={**preset.training, "epochs": 1.0})
+    assert runner.result_path(plan_run("mock-dino", one, 1)) == runner.result_path(plan_run("mock-dino", one_point_zero, 1))
+    assert runner.result_path(plan_run("mock-dino", one, 1)).parent == a.parent  # 1 epoch is the default
 
 
 def test_the_real_generator_through_the_runner_decodes_once(setup, tmp_path, monkeypatch):
@@ -168,20 +182,22 @@ def test_dataset_key_covers_generator_name_number_types_and_model_file(setup, tm
 
 
 def test_run_key_covers_the_evaluation_data(setup, tmp_path):
+    """The evaluation data enter the run key by content: a folder whose files change in place (same
+    path) gives a new key, a copy of the same files under another path the same key."""
     preset, data = setup
-    runner = Runner(tmp_path / "runs", str(data), progress=False)
     raw = plan_run("base", preset, 1)
     senteval = plan_run("base", preset, 1, Overrides(preprocess="senteval"))
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
     assert runner.run_key(raw) != runner.run_key(senteval)
     copy = tmp_path / "data"
     (copy / "sts16").mkdir(parents=True)
     for f in (data / "sts16").iterdir():
-        text = f.read_text(encoding="utf-8")
-        if f.name.startswith("STS2016.gs.headlines"):
-            text = text.replace("5", "4", 1)  # one gold score differs
-        (copy / "sts16" / f.name).write_text(text, encoding="utf-8")
-    other = Runner(tmp_path / "runs", str(copy), progress=False)
-    assert other.run_key(raw) != runner.run_key(raw)
+        (copy / "sts16" / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+    before = Runner(tmp_path / "runs", str(copy), progress=False).run_key(raw)
+    assert before == runner.run_key(raw)  # the same pairs under another path
+    gold = next((copy / "sts16").glob("STS2016.gs.headlines*"))
+    gold.write_text(gold.read_text(encoding="utf-8").replace("5", "4", 1), encoding="utf-8")  # one gold score, in place
+    assert Runner(tmp_path / "runs", str(copy), progress=False).run_key(raw) != before
 
 
 def test_human_reference_row_trains_on_as_many_human_pairs(setup, tmp_path):

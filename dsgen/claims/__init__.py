@@ -18,6 +18,8 @@ together at that level:
 anything else is **inconclusive** (the interval is too wide to say, or a method has no result, in
 which case the row says why). A paper figure given as ``{sts12_16, stsb, sick}`` (DINO's Table 2)
 is shown as printed and turned into the 7-column average as ``(5 * sts12_16 + stsb + sick) / 7``.
+"""
+
 from __future__ import annotations
 
 import tomllib

@@ -25,7 +25,11 @@ def load_inputs(source: str, max_inputs: int | None = None, data_dir: str | None
 
             texts = [p.text_a for p in read_pairs(path)]
         else:
-            texts = path.read_text(encoding="utf-8").splitlines()
+            try:
+                texts = path.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError as exc:
+                raise DsgenError(f"inputs '{source}' are not UTF-8 text (byte {exc.start}); give a text file "
+                                 "with one sentence per line") from None
     if max_inputs is not None and max_inputs < 1:
         raise DsgenError(f"--max-inputs must be at least 1 (got {max_inputs})")
     out = list(dict.fromkeys(t.strip() for t in texts if t.strip()))

@@ -655,6 +655,17 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
     return results
 
 
+def same_output(core: DecodeOutput, reference: DecodeOutput) -> bool:
+    """Whether the core and :func:`reference_decode` gave the same output (the one comparison that the
+    equivalence tests, CPU and GPU, and ``dsgen bench generation`` use): the same kept text (or both
+    rejected) and the same tokens. The core stops an output as soon as it is decided, the reference
+    only at a closing quote (DINO decodes all 40 tokens), so an output the core ended at a newline (text
+    None) is longer there, with the newline in its text: the core's tokens are its start."""
+    return (core.accepted == reference.accepted and (core.text == reference.text or not core.accepted)
+            and reference.tokens[:len(core.tokens)] == core.tokens
+            and (core.tokens == reference.tokens or not core.accepted))
+
+
 def _first_stop(seq: Sequence[int], rules: OutputRules, sampling: SamplingConfig) -> int:
     """Tokens up to and including the one that ends the output (as the core stops), else all."""
     for i, t in enumerate(seq):
@@ -666,4 +677,4 @@ def _first_stop(seq: Sequence[int], rules: OutputRules, sampling: SamplingConfig
 
 
 __all__ = ["SamplingConfig", "DecodeRequest", "DecodeOutput", "TokenSampler", "OutputRules", "DebiasedDecoder",
-           "reference_decode", "self_debias", "check_fits_window"]
+           "reference_decode", "same_output", "self_debias", "check_fits_window"]

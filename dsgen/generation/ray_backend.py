@@ -10,8 +10,11 @@ already on disk, with either backend.
 
 ``ray`` is an optional extra: ``pip install 'dsgen[ray]'``. Without ``--address`` a local Ray is
 started for the run (and stopped after it); ``--address auto`` or ``HOST:PORT`` joins a cluster.
-With ``--device cuda`` each actor takes one GPU; on CPUs the machine's cores are split between
-the actors.
+With ``--device cuda`` each actor takes one GPU; on CPUs each actor takes as many cores as the
+nodes can give every actor (:func:`actor_cpus`, from each node's own CPUs, not the cluster's sum),
+or ``--cpus-per-worker``. The actors' resources are reserved first (a placement group): a request
+the cluster cannot place within ``placement_timeout`` seconds is a one-line error, not a wait
+without end.
 """
 
 from __future__ import annotations
@@ -29,12 +32,35 @@ FORWARDED_ENV = ("DSGEN_CACHE_DIR", "DSGEN_DATA_DIR", "HF_HOME", "HF_HUB_OFFLINE
                  "TRANSFORMERS_VERBOSITY", "HF_HUB_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
 
 
+def actor_cpus(node_cpus: list[float], workers: int) -> int:
+    """The most CPUs each of ``workers`` actors can have so that all of them fit on the nodes (each
+    node holds ``floor(cpus / c)`` actors of ``c`` CPUs); at least 1. On 4 nodes of 8 CPUs, 2 actors
+    get 8 each and 8 actors 4 each; on one 2-CPU machine, 2 actors get 1 each."""
+    for c in range(int(max(node_cpus, default=1)), 0, -1):
+        if sum(int(n // c) for n in node_cpus) >= workers:
+            return c
+    return 1
+
+
 def import_ray() -> Any:
     try:
         import ray
     except ImportError:
         raise DsgenError("--backend ray needs Ray; install it with: pip install 'dsgen[ray]'") from None
     return ray
+
+
+def ray_failure(ray: Any, exc: Exception, chunk: int, max_restarts: int) -> str:
+    """One true line for a chunk that failed on Ray: an error of the decoding itself is raised once
+    (Ray retries only lost workers), a worker lost more often than it may restart is said so."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, ray.exceptions.RayTaskError):
+        cause = getattr(exc, "cause", None)
+        what = f"{type(cause).__name__}: {cause}" if cause is not None else first
+        return f"chunk {chunk} failed in its Ray worker (an error of the decoding, not retried): {what.splitlines()[0]}"
+    if isinstance(exc, ray.exceptions.RayActorError):
+        return (f"chunk {chunk} lost its Ray worker and the worker may restart only {max_restarts} times: {first}")
+    return f"chunk {chunk} failed on Ray: {first}"
 
 
 class ChunkWorker:
@@ -68,18 +94,42 @@ class RayBackend(Backend):
         address: ``None`` (start a local Ray for the run), ``auto`` or ``HOST:PORT``.
         workers: number of actors (default: one per visible GPU with ``device`` cuda, else 2).
         device: ``cpu``, ``cuda`` or ``auto`` (cuda when the cluster has GPUs).
-        max_restarts: how often a dead actor is restarted (its chunk is retried each time).
+        cpus_per_worker: CPUs (and threads) of each actor (default: :func:`actor_cpus`).
+        max_restarts: how often a dead actor is restarted (its chunk is retried each time; an error
+            raised by the decoding itself is not retried).
+        placement_timeout: seconds to wait for the cluster to reserve the actors' resources.
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, workers: int | None = None, device: str = "auto",
-                 max_restarts: int = 3) -> None:
+                 max_restarts: int = 3, cpus_per_worker: int | None = None, placement_timeout: float = 60.0) -> None:
         self.ray = import_ray()
         self.address = address
         self.workers = workers
         self.device = device
         self.max_restarts = max_restarts
+        self.cpus_per_worker = cpus_per_worker
+        self.placement_timeout = placement_timeout
+
+    def _reserve(self, bundles: list[dict[str, float]]) -> Any:
+        """A placement group holding every actor's resources, or a one-line error when the cluster
+        cannot give them within ``placement_timeout``."""
+        ray = self.ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        group = placement_group(bundles, strategy="SPREAD")
+        try:
+            ray.get(group.ready(), timeout=self.placement_timeout)
+        except ray.exceptions.GetTimeoutError:
+            remove_placement_group(group)
+            nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+            have = ", ".join(f"{int(r.get('CPU', 0))} CPU" + (f" + {int(r['GPU'])} GPU" if r.get("GPU") else "")
+                             for r in nodes) or "no nodes"
+            raise DsgenError(f"Ray could not place {len(bundles)} workers of {bundles[0]} within "
+                             f"{self.placement_timeout:g} s (nodes: {have}); ask for fewer with --workers or "
+                             "--cpus-per-worker") from None
+        return group
 
     def _init(self) -> bool:
         """Connect or start Ray; True when this run started it (and should stop it)."""
@@ -109,17 +159,22 @@ class RayBackend(Backend):
             if cuda and gpus == 0:
                 raise DsgenError("--device cuda was asked for but the Ray cluster has no GPU; use --device cpu")
             n = self.workers or (gpus if cuda else 2)
-            cpus = int(resources.get("CPU", 1))
-            threads = None if cuda else max(1, cpus // n)
+            node_cpus = [float(nd.get("Resources", {}).get("CPU", 0)) for nd in ray.nodes() if nd.get("Alive")]
+            threads = None if cuda else (self.cpus_per_worker or actor_cpus(node_cpus, n))
             device = "cuda" if cuda else "cpu"
             worker_spec = DecoderSpec(spec.generator, device, spec.dtype, spec.sampling, spec.max_rows, spec.close_quote,
                                       spec.allow_newlines, spec.keep_unclosed)
-            actor = ray.remote(num_cpus=0 if cuda else threads, num_gpus=1 if cuda else 0,
-                               max_restarts=self.max_restarts, max_task_retries=self.max_restarts)(ChunkWorker)
             report = BackendReport(self.name, n, {})
             if not chunks:
                 return report
-            actors = [actor.remote(worker_spec, threads) for _ in range(min(n, len(chunks)))]
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            n_actors = min(n, len(chunks))
+            group = self._reserve([{"GPU": 1.0} if cuda else {"CPU": float(threads)}] * n_actors)
+            actor = ray.remote(num_cpus=0 if cuda else threads, num_gpus=1 if cuda else 0,
+                               max_restarts=self.max_restarts, max_task_retries=self.max_restarts)(ChunkWorker)
+            actors = [actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(group, i)).remote(worker_spec, threads)
+                      for i in range(n_actors)]
             queue = list(chunks)
             running: dict[Any, tuple[Any, Chunk]] = {}
 
@@ -136,8 +191,7 @@ class RayBackend(Backend):
                 try:
                     rows, timing = ray.get(ready[0])
                 except ray.exceptions.RayError as exc:
-                    raise DsgenError(f"chunk {chunk.index} failed on Ray after {self.max_restarts} retries: "
-                                     f"{str(exc).splitlines()[0]}") from None
+                    raise DsgenError(ray_failure(ray, exc, chunk.index, self.max_restarts)) from None
                 on_done(chunk, rows, timing)
                 advance(chunk.target)
                 w = report.per_worker.setdefault(timing["worker"], {"chunks": 0, "seconds": 0.0})

@@ -48,7 +48,8 @@ def test_shuffled_labels_keep_the_pairs_and_the_label_mix_but_not_the_pairing():
     assert moved > len(plain) / 3 and all(p.extra["shuffled"] for p in shuffled)
 
 
-def test_a_preset_postprocess_control_applies_to_every_method_and_is_checked():
+def test_a_preset_postprocess_control_applies_to_every_method_and_is_checked(sts_data_dir):
+    """(The run key fingerprints the raw encoder, whose standardisation is fitted on STSb sentences.)"""
     import pytest
 
     from dsgen.errors import DsgenError

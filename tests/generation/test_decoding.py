@@ -9,8 +9,8 @@ import torch
 
 from dsgen.errors import DsgenError
 from dsgen.generation.batch import ActiveBatch
-from dsgen.generation.decoding import (DebiasedDecoder, DecodeRequest, OutputRules, SamplingConfig, TokenSampler,
-                                       reference_decode, self_debias)
+from dsgen.generation.decoding import (DebiasedDecoder, DecodeOutput, DecodeRequest, OutputRules, SamplingConfig,
+                                       TokenSampler, reference_decode, same_output, self_debias)
 from dsgen.generation.forward import tokenize
 from dsgen.models import end_of_text_ids
 from tests.conftest import build_tiny_lm
@@ -199,10 +199,8 @@ def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
         ref = reference_decode(tiny_lm.model, tiny_lm.tokenizer, reqs, sampling, seed=0)
     assert dec.stats["joined_running_batch"] > 0 and dec.stats["column_moves"] > 0 and dec.stats["row_moves"] > 0
     assert len({len(tokenize(tiny_lm.tokenizer, [r.prompt])[0]) for r in reqs}) >= 4  # prompts of different lengths
-    pairs = [((c[0].accepted, c[0].text if c[0].accepted else None), (r[0].accepted, r[0].text if r[0].accepted else None))
-             for c, r in zip(core, ref)]
-    assert sum(c[0] for c, _ in pairs) >= len(pairs) // 3, "the test needs closed outputs to compare"
-    assert all(c == r for c, r in pairs)
+    assert sum(c[0].accepted for c in core) >= len(core) // 3, "the test needs closed outputs to compare"
+    assert all(same_output(c[0], r[0]) for c, r in zip(core, ref))
 
 
 def uncached_distribution(model, tok, req, prefix, sampler):
@@ -406,3 +404,19 @@ def test_an_end_of_text_id_beyond_the_vocabulary_is_ignored_not_a_crash():
     (ref,) = reference_decode(model, tok, [DecodeRequest('Say "', n=1)], SamplingConfig(max_new_tokens=4), seed=0,
                               end_ids=ends)
     assert len(ref) == 1
+
+
+def test_an_output_the_core_ended_at_a_newline_is_the_same_output_as_the_references():
+    """The one comparison of the core and the reference loop (CPU and GPU tests, the benchmark): the core
+    stops at a newline (text None), the reference decodes on and keeps the text with its newline."""
+    model, tok = build_tiny_lm(seed=3)
+    script = [ids(tok, "a"), ids(tok, "\n"), ids(tok, "b"), ids(tok, '"')]
+    req = [DecodeRequest('Say "', n=1)]
+    with Script(model, lambda call: script[min(call, len(script) - 1)]):
+        (core,) = DebiasedDecoder(model, tok, SamplingConfig(top_k=1, max_new_tokens=6)).decode(req, seed=0)
+    with Script(model, lambda call: script[min(call, len(script) - 1)]):
+        (ref,) = reference_decode(model, tok, req, SamplingConfig(top_k=1, max_new_tokens=6), seed=0)
+    assert core[0].text is None and ref[0].text == "a\nb" and not core[0].accepted and not ref[0].accepted
+    assert (core[0].accepted, core[0].text) != (ref[0].accepted, ref[0].text)  # what test_gpu.py compared before
+    assert same_output(core[0], ref[0])
+    assert not same_output(core[0], DecodeOutput("a", "a", [ids(tok, "a")], 1, True, [0.0]))

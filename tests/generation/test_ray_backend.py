@@ -15,7 +15,6 @@ from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 from dsgen.generation.decoding import SamplingConfig
 
 ray = pytest.importorskip("ray", reason="the Ray backend is an optional extra: pip install 'dsgen[ray]'")
-pytestmark = pytest.mark.slow
 
 INPUTS = [f"Sentence number {i} is {'quite ' * (i % 3)}short." for i in range(10)]
 
@@ -32,6 +31,47 @@ def local_ray():
     ray.shutdown()
 
 
+def test_actors_are_sized_from_each_nodes_cpus_not_the_clusters_sum():
+    """4 nodes x 8 CPUs with 2 workers asked 16 CPUs per actor (the cluster's 32 / 2), which no node has."""
+    from dsgen.generation.ray_backend import actor_cpus
+
+    assert actor_cpus([8, 8, 8, 8], 2) == 8
+    assert actor_cpus([8, 8, 8, 8], 8) == 4 and actor_cpus([8, 8, 8, 8], 32) == 1
+    assert actor_cpus([2], 2) == 1 and actor_cpus([2], 1) == 2
+    assert actor_cpus([16, 4], 3) == 5  # 16 // 5 = 3 actors on the big node
+    assert actor_cpus([1], 5) == 1  # never below 1 (Ray queues what does not fit; the placement timeout says so)
+
+
+@pytest.mark.slow
+def test_the_failure_line_says_what_ray_did(local_ray):
+    """An error of the decoding is not retried by Ray; only a lost worker is restarted."""
+    from dsgen.generation.ray_backend import ray_failure
+
+    @ray.remote
+    def broken():
+        raise ValueError("bad chunk")
+
+    with pytest.raises(ray.exceptions.RayTaskError) as err:
+        ray.get(broken.remote())
+    line = ray_failure(ray, err.value, 3, max_restarts=2)
+    assert line.startswith("chunk 3 failed in its Ray worker (an error of the decoding, not retried)")
+    assert "ValueError: bad chunk" in line and "retries" not in line and "\n" not in line
+    lost = ray_failure(ray, ray.exceptions.RayActorError(), 4, max_restarts=2)
+    assert "lost its Ray worker" in lost and "restart only 2 times" in lost
+
+
+@pytest.mark.slow
+def test_workers_that_cannot_be_placed_are_a_one_line_error_not_a_hang(local_ray, tiny_lm_dir, tmp_path):
+    from dsgen.errors import DsgenError
+    from dsgen.generation.ray_backend import RayBackend
+
+    backend = RayBackend(workers=2, device="cpu", cpus_per_worker=3, placement_timeout=3)  # 6 CPUs on a 2-CPU Ray
+    with pytest.raises(DsgenError, match=r"Ray could not place 2 workers of \{'CPU': 3.0\} within 3 s \(nodes: 2 CPU\)"):
+        DebiasedGenerator(config(tiny_lm_dir), backend=backend).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.slow
 def test_ray_output_equals_one_process_and_a_killed_actor_is_retried(local_ray, tiny_lm_dir, tmp_path):
     from dsgen.generation.ray_backend import RayBackend
 
@@ -59,6 +99,7 @@ def test_ray_output_equals_one_process_and_a_killed_actor_is_retried(local_ray, 
     assert killed and len(meta["backend"]["per_worker"]) >= 3  # the restarted actor is a new process
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_to_the_same_file(tiny_lm_dir, tmp_path):
     inputs = tmp_path / "in.txt"
     inputs.write_text("\n".join(INPUTS) + "\n")

@@ -156,3 +156,23 @@ def test_config_values_are_coerced_to_their_types():
 def test_method_is_only_a_recipe():
     m = Method(name="x", generator=None, trainer=None, postprocess=None)
     assert not m.uses_seed and m.stages() == "no training"
+
+
+def test_one_rule_for_command_line_settings_across_stages():
+    """--device reaches every stage whose config has a device (a reweighter without one is not an
+    error: `dsgen run rise-random --device cpu` exited 2), --generator only generation, --encoder only
+    the trained sentence encoder (not the SDI classifier's backbone, which its config also calls encoder)."""
+    from dsgen.planning import Overrides, plan_run
+
+    preset = load_preset("cpu")
+    ov = Overrides(generator="gemma3-270m", encoder="minilm-l6", device="cpu")
+    for method in ("rise-random", "rise", "gense", "dino", "human", "base"):
+        plan = plan_run(method, preset, 1, ov)
+        for section in ("generation", "reweighter", "trainer"):
+            values = plan.sections()[section]
+            if values and "device" in values:
+                assert values["device"] == "cpu" and plan.origins[section]["device"] == "command line", (method, section)
+    rise = plan_run("rise", preset, 1, ov)
+    assert rise.generation.generator == "gemma3-270m" and rise.trainer.config.encoder == "minilm-l6"
+    assert rise.reweighter.config.encoder == plan_run("rise", preset, 1).reweighter.config.encoder  # untouched
+    assert "device" not in plan_run("rise-random", preset, 1, ov).sections()["reweighter"]

@@ -86,3 +86,34 @@ def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_enco
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(DsgenError, match="expected columns"):
         read_nli_triplets(str(bad))
+
+
+def test_model_selection_returns_an_earlier_best_not_the_last_model(tiny_encoder_dir):
+    """Training labels that contradict the validation labels (a pair with k of 6 words replaced is
+    labelled k/6 in training, 1 - k/6 in validation) make the validation score fall as training goes
+    on: the best evaluation is an early one, and the returned model must be that one, not the last."""
+    rng = random.Random(5)
+    fillers = ["zebra", "violin", "ocean", "candle", "rocket", "pillow"]
+
+    def pairs(n, flip):
+        out = []
+        for _ in range(n):
+            s = sentence(rng).split()
+            k = rng.randint(1, 5)
+            t = list(s)
+            for i in rng.sample(range(6), k):
+                t[i] = rng.choice(fillers)
+            out.append(Pair(" ".join(s), " ".join(t), round(k / 6 if flip else 1 - k / 6, 3)))
+        return out
+
+    train, val = pairs(120, True), pairs(24, False)
+    cfg = TrainingConfig(encoder=str(tiny_encoder_dir), batch_size=16, learning_rate=5e-3, device="cpu",
+                         evaluation_steps=2, epochs=2.0, warmup_ratio=0.0)
+    outcome = RegressionTrainer(cfg).train(train, val, seed=1, progress=False)
+    log = outcome.log
+    history = log["validation_history"]
+    assert log["best_step"] < log["steps"] and history[-1]["spearman"] < log["best_validation_spearman"] - 1
+    evaluator, metric = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
+                                             [float(p.label) for p in val], "max")
+    again = 100 * evaluator(outcome.model)[metric.removeprefix("eval_")]
+    assert again == pytest.approx(log["best_validation_spearman"], abs=1e-3)
