@@ -436,6 +436,54 @@ def compare_cmd(
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
 
 
+@app.command("curve")
+def curve_cmd(
+    methods: list[str] = typer.Argument(..., help="Methods, e.g. dino dino-decay0 human base."),
+    preset: PresetOpt = "cpu",
+    sizes: str = typer.Option("100,300,1000", help="Comma-separated numbers of generation inputs."),
+    seeds: SeedsOpt = None,
+    data_seeds: DataSeedsOpt = None,
+    generator: GeneratorOpt = None,
+    encoder: EncoderOpt = None,
+    device: DeviceOpt = None,
+    out: OutOpt = Path("runs"),
+    publish: PublishOpt = None,
+    name: Optional[str] = typer.Option(None, help="File stem (default: curve-<methods>)."),
+    data_dir: DataDirOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Each method's score as the generation inputs grow (one preset copy per size); Markdown, CSV, PNG."""
+    from dataclasses import replace
+
+    from dsgen.encoders import describe_encoder
+    from dsgen.evaluation.curve import curve_points
+    from dsgen.evaluation.tables import curve_frame, tasks_text, to_rich, write_curve
+    from dsgen.planning import plan_run
+    from dsgen.presets import parse_seeds
+    from dsgen.runner import run_many
+
+    counts = parse_seeds(sizes, None, "--sizes")
+    if not counts or min(counts) < 1:
+        raise DsgenError(f"--sizes must be positive integers such as 100,300,1000 (got '{sizes}')")
+    ov = _overrides(generator, encoder, device)
+    p, runs, runner = _prepare(methods, preset, seeds, out, data_dir, quiet, ov, data_seeds=data_seeds)
+    at = {n: replace(p, max_inputs=n, name=f"{p.name}-{n}") for n in sorted(counts)}
+    for sized in at.values():  # every plan of every size is checked before any long work
+        for m in methods:
+            for d, s in runs:
+                plan_run(m, sized, s, ov, d)
+    console = _console()
+    results = {n: run_many(methods, sized, runs, runner, ov, on_result=_report(console)) for n, sized in at.items()}
+    points = curve_points(results)
+    header = {"preset": p.name, "runs": runs, "tasks_text": tasks_text(p.tasks),
+              "encoders": sorted({describe_encoder(r.model) for by in results.values() for rs in by.values() for r in rs})}
+    paths = write_curve(points, runner.out / "tables" / p.name, name or "curve-" + "-".join(methods), header, _command())
+    means = curve_frame(points)["mean"].unstack("inputs")
+    means.index.name = "method"
+    console.print(to_rich(means, title=f"learning curve, preset {p.name}: mean avg. by inputs"))
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+
+
 @app.command("regress")
 def regress_cmd(
     preset: PresetOpt = "smoke",

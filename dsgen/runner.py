@@ -182,6 +182,8 @@ class Runner:
         pairs, key, meta = self.dataset(method.generator, cfg, inputs)
         made += meta.get("timings", {}).get("generate_seconds", 0.0)
         data.extra.update(dataset_key=key, generated_pairs=len(pairs))
+        if meta.get("capped") and "size_of" in data.extra:  # asked for more pairs than the source holds
+            data.extra["size_of"]["capped_at"] = len(pairs)
         data.timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
         data.timings["dataset_generate_seconds"] = round(made, 2)
         t1 = time.perf_counter()

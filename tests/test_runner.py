@@ -250,3 +250,16 @@ def test_a_bfloat16_evaluation_falls_back_to_float32_where_bfloat16_is_emulated(
     plan = plan_run("mock-dino", replace(preset, eval_dtype="bfloat16"), 1)
     assert plan.evaluation["dtype"] == ("bfloat16" if native else "float32")
     assert ("no native bfloat16" in plan.origins["evaluation"]["dtype"]) != native
+
+
+def test_human_pairs_beyond_the_source_are_capped_and_say_so(setup, tmp_path):
+    """A learning curve's human point at 1,000 inputs asks for ~7,400 pairs; STSb train has 5,749: the
+    whole set, labelled as capped (this used to stop a comparison after its generation and training)."""
+    from dsgen.artifacts import read_json, sidecar_path
+    from dsgen.generation.human import HumanPairsConfig, HumanPairsGenerator
+
+    _, data = setup
+    gen = HumanPairsGenerator(HumanPairsConfig(n_pairs=7375), str(data))
+    pairs = gen.generate(None, tmp_path / "human.jsonl", progress=False)
+    meta = read_json(sidecar_path(tmp_path / "human.jsonl"))
+    assert len(pairs) == 5749 and meta["capped"] and meta["asked"] == 7375 and meta["n_pairs"] == 5749

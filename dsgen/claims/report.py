@@ -33,21 +33,11 @@ def _intervals(v: Verdict) -> str:
     return "; ".join(parts)
 
 
-def tasks_text(tasks: list[str]) -> str:
-    """The evaluation columns in words (DINO's Table 1 columns when they are exactly those)."""
-    from dsgen.evaluation.tables import TASK_LABELS
-
-    dino = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr-test"]
-    if list(tasks) == dino:
-        return "DINO's Table 1 columns (STS12-16, STSb, SICK-R test)"
-    return ", ".join(TASK_LABELS.get(t, t) for t in tasks)
-
-
 def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "") -> str:
     import pandas as pd
 
     from dsgen.claims import ALPHA
-    from dsgen.evaluation.tables import runs_text
+    from dsgen.evaluation.tables import runs_text, tasks_text
 
     rows = []
     for v in verdicts:

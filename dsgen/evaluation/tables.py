@@ -78,6 +78,14 @@ def run_text(run: tuple[int | None, int | None]) -> str:
     return f"seed {seed}" if data in (None, seed) else f"data seed {data}, seed {seed}"
 
 
+def tasks_text(tasks: list[str]) -> str:
+    """The evaluation columns in words (DINO's Table 1 columns when they are exactly those)."""
+    dino = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr-test"]
+    if list(tasks) == dino:
+        return "DINO's Table 1 columns (STS12-16, STSb, SICK-R test)"
+    return ", ".join(TASK_LABELS.get(t, t) for t in tasks)
+
+
 def runs_text(runs: list[tuple[int, int]]) -> str:
     """The runs of a comparison in words: ``seeds [1, 2, 3] (each its own data)``, ``data seeds [1, 2] x
     training seeds [1, 2, 3]``, or ``training seeds [1, 2, 3] on data seed 42``."""
@@ -238,4 +246,84 @@ def write_comparison(cmp: Any, folder: str | Path, stem: str, command: str = "")
     with atomic_open(paths["csv"]) as fh:
         cmp.frame().to_csv(fh)
     comparison_bar_chart(cmp, paths["png"])
+    return paths
+
+
+# -- learning curves (dsgen.evaluation.curve) -----------------------------------------------------------
+
+
+def curve_frame(points: list[Any]) -> Any:
+    """One row per (inputs, method): mean, 95% interval, runs, training pairs, human cap."""
+    import pandas as pd
+
+    return pd.DataFrame([p.to_dict() for p in points]).set_index(["inputs", "method"])
+
+
+def curve_markdown(points: list[Any], header: dict[str, Any], command: str = "") -> str:
+    lines = [f"# Learning curve (preset `{header['preset']}`)", ""]
+    if command:
+        lines += ["Command:", "", "```bash", command, "```", ""]
+    lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])} at every size. "
+              f"Average Spearman x 100 over {header['tasks_text']}, mean over the runs with its 95% interval "
+              "(a t-interval over the data seeds' means; over training seeds when there is one dataset). The "
+              "`human` row trains on as many human pairs as DINO's dataset holds; where that is more than the "
+              "STS benchmark's 5,749 train pairs it trains on all of them (capped).", ""]
+    rows = []
+    for p in points:
+        iv = p.interval
+        cell = f"{iv.point:.2f}" + (f" [{iv.low:.2f}, {iv.high:.2f}]" if iv.low is not None else "")
+        rows.append({"inputs": p.size, "method": p.method, "avg. [95% CI]": cell, "runs": p.runs,
+                     "training pairs": "-" if p.train_pairs is None else f"{p.train_pairs:.0f}"
+                     + (f" (capped: all {p.capped_at:,} human pairs)" if p.capped_at else "")})
+    import pandas as pd
+
+    lines += [pd.DataFrame(rows).to_markdown(index=False), "", f"![learning curve]({header['png']})", ""]
+    return "\n".join(lines)
+
+
+def curve_chart(points: list[Any], path: str | Path, title: str) -> None:
+    """Mean average score against inputs (log scale), one line per method, 95% intervals as bars; a
+    capped human point is hollow and labelled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dsgen.artifacts import write_figure
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in dict.fromkeys(p.method for p in points):
+        mine = [p for p in points if p.method == method]
+        xs = [p.size for p in mine]
+        ys = [p.interval.point for p in mine]
+        err = [[p.interval.point - p.interval.low if p.interval.low is not None else 0 for p in mine],
+               [p.interval.high - p.interval.point if p.interval.high is not None else 0 for p in mine]]
+        line = ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=method)
+        for p in mine:
+            if p.capped_at:
+                ax.plot([p.size], [p.interval.point], "o", mfc="white", color=line[0].get_color(), ms=9)
+                ax.annotate(f"all {p.capped_at:,} human pairs", (p.size, p.interval.point), fontsize=7,
+                            textcoords="offset points", xytext=(-60, 8))
+    ax.set_xscale("log")
+    sizes = sorted({p.size for p in points})
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel("generation inputs (STSb train sentences)")
+    ax.set_ylabel("avg. Spearman x 100 (95% CI)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    write_figure(fig, path)
+
+
+def write_curve(points: list[Any], folder: str | Path, stem: str, header: dict[str, Any], command: str = "") -> dict[str, Path]:
+    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder``."""
+    from dsgen.artifacts import atomic_open, ensure_writable_dir
+
+    folder = ensure_writable_dir(Path(folder))
+    paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png"}
+    curve_chart(points, paths["png"], f"learning curve, preset {header['preset']}")
+    with atomic_open(paths["markdown"]) as fh:
+        fh.write(curve_markdown(points, {**header, "png": paths["png"].name}, command))
+    with atomic_open(paths["csv"]) as fh:
+        curve_frame(points).to_csv(fh)
     return paths

@@ -28,7 +28,9 @@ SOURCES = ("stsb-train",)
 class HumanPairsConfig(Config):
     """Args:
         source: the human-labelled pairs (``stsb-train``: the STS benchmark train split, 5,749 pairs).
-        n_pairs: how many to draw (0: all); a method with ``size_of`` sets it at run time.
+        n_pairs: how many to draw (0: all); a method with ``size_of`` sets it at run time. More than
+            the source holds is capped at all of them, and the dataset says so (``capped``): a
+            learning curve's human point beyond 5,749 pairs is the whole human set.
         seed: which ones.
     """
 
@@ -75,12 +77,11 @@ class HumanPairsGenerator(Generator):
 
     def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
         pool = self.source_pairs()
-        n = self.config.n_pairs or len(pool)
-        if n > len(pool):
-            raise DsgenError(f"asked for {n} human pairs but {self.config.source} has {len(pool)}; "
-                             "use fewer inputs or another source")
+        asked = self.config.n_pairs or len(pool)
+        n = min(asked, len(pool))
         pairs = random.Random(self.config.seed).sample(pool, n)
-        write_pairs(out, pairs)
         write_sidecar(out, kind="human-pairs", generator_name=self.name, config=self.get_config_dict(),
-                      dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), timings={"generate_seconds": 0.0})
+                      dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), asked=asked, capped=asked > n,
+                      timings={"generate_seconds": 0.0})
+        write_pairs(out, pairs)
         return pairs
