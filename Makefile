@@ -26,10 +26,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[models,test,ray]'
 	touch $@
 
-# Main job on embedded defaults: DINO (SmolLM2-135M generator, all-MiniLM-L6-v2 encoder) against
-# the untrained encoder, preset quick; the table lands under runs/tables/quick/.
+# Main job on embedded defaults: the raw smollm2-l4 encoder trained on human STSb pairs and on DINO's
+# pairs (SmolLM2-135M generator), against the untrained encoder; preset intro, 3 training seeds on
+# one dataset; the table lands under runs/tables/intro/.
 run: install
-	$(DSGEN) compare dino base --preset quick
+	$(DSGEN) compare base dino human --preset intro
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest

@@ -10,8 +10,8 @@ Layout under the output folder (default ``runs/``)::
                                                         predictions (.pred.npz) and training pairs
                                                         (.train.jsonl) beside it
 
-A run is a (data seed, training seed) pair; ``<run>`` is ``seed-<t>`` when a run generates its own
-data with its training seed t, else ``data-<d>-seed-<t>``. ``<variant>`` names what the user chose
+A run is a (data seed, training seed) pair; ``<run>`` is ``data-<d>-seed-<t>`` (a run that generates
+its own data with its training seed t is ``data-<t>-seed-<t>``). ``<variant>`` names what the user chose
 besides the seeds (the method's recipe, the preset, the command line), so variants of a method
 never overwrite each other. A result is reused when
 its run key (the plan, its models' fingerprints, the evaluation data's fingerprint) matches;
@@ -95,8 +95,7 @@ class Runner:
     # -- where things go ---------------------------------------------------------------------
     def result_path(self, plan: RunPlan) -> Path:
         data, seed = plan.run
-        name = f"seed-{seed}.json" if data == seed else f"data-{data}-seed-{seed}.json"
-        return self.out / "results" / plan.preset.name / plan.method.name / plan.variant / name
+        return self.out / "results" / plan.preset.name / plan.method.name / plan.variant / f"data-{data}-seed-{seed}.json"
 
     def dataset_path(self, task: str, key: str) -> Path:
         return self.out / "cache" / "datasets" / f"{Path(task).stem}-{key}.jsonl"
@@ -121,7 +120,7 @@ class Runner:
         path = self.result_path(plan)
         if self.fresh and key not in self._fresh_done:
             return None
-        candidates = [path] if plan.uses_seed else [path, *sorted(path.parent.glob("*seed-*.json"))]
+        candidates = [path] if plan.uses_seed else [path, *sorted(path.parent.glob("data-*-seed-*.json"))]
         for candidate in candidates:
             if not candidate.exists():
                 continue

@@ -182,7 +182,7 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
     assert plan.returncode == 0, plan.stderr
     data = json.loads(plan.stdout)
     assert data["plan"]["trainer"]["epochs"] == 3.0 and data["origins"]["trainer"]["epochs"] == "method"
-    results = sorted((out / "results" / "tiny" / "dino").rglob("seed-*.json"))
+    results = sorted((out / "results" / "tiny" / "dino").rglob("data-*-seed-*.json"))
     table = dsgen("table", *map(str, results), "--markdown", str(tmp_path / "t.md"), env=env)
     assert table.returncode == 0 and "dino (seed 1)" in (tmp_path / "t.md").read_text()
 

@@ -142,6 +142,19 @@ class Comparison:
         out["(each dataset once)"] = {"generate": round(sum(datasets.values()), 1)}
         return out
 
+    def spread(self) -> dict[str, dict[str, float]]:
+        """Per method, the spread of its average score by source (:func:`dsgen.evaluation.statistics.variance_components`):
+        between data seeds and between training seeds on one dataset; methods whose runs do not vary
+        (``base``) are left out."""
+        from dsgen.evaluation.statistics import variance_components
+
+        out = {}
+        for m in self.methods:
+            scores = self.run_scores(m)
+            if len(set(scores.values())) > 1:
+                out[m] = {k: round(v, 3) if isinstance(v, float) else v for k, v in variance_components(scores).items()}
+        return out
+
     def quality(self) -> dict[str, dict[str, float | None]]:
         """Label agreement with the independent judge (:mod:`dsgen.data.quality`), mean over seeds."""
         import numpy as np

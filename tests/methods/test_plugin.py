@@ -37,7 +37,7 @@ def test_plugin_method_runs_end_to_end(installed, tmp_path, tiny_encoder_dir, st
                           "--out", str(tmp_path / "runs"), "--quiet"], capture_output=True, text=True,
                          env={**installed, "DSGEN_DATA_DIR": str(sts_data_dir)}, timeout=600)
     assert out.returncode == 0, out.stderr
-    (path,) = (tmp_path / "runs" / "results" / "tiny" / "dino-top-k10").glob("*/seed-1.json")  # <variant>/seed-N
+    (path,) = (tmp_path / "runs" / "results" / "tiny" / "dino-top-k10").glob("*/data-1-seed-1.json")  # <variant>/data-D-seed-N
     result = json.loads(path.read_text())
     assert result["method"] == "dino-top-k10" and result["extra"]["plan"]["generation"]["sampling"]["top_k"] == 10
     assert result["extra"]["generated_pairs"] > 0 and result["tasks"]["sts16"]["n_pairs"] == 1186
