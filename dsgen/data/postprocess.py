@@ -46,21 +46,27 @@ def smooth_label(label: float, eps: float) -> float:
     return round(label * (1 - eps) + eps / 2, 6)
 
 
-def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tuple[list[Pair], list[Pair]]:
-    """Return (train, validation) built from generated ``pairs`` as the steps above say."""
+def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None,
+                counts: dict[str, int] | None = None) -> tuple[list[Pair], list[Pair]]:
+    """Return (train, validation) built from generated ``pairs`` as the steps above say; ``counts``
+    (if given) receives how many pairs each step removed or added, and the sizes before and after."""
     cfg = cfg or PostprocessConfig()
     rng = random.Random(cfg.seed)
     kept: list[Pair] = []
     seen: set[tuple] = set()
     per_x1_label: dict[tuple, int] = defaultdict(int)
+    tally = {"generated": len(pairs), "removed_identical": 0, "removed_duplicates": 0, "removed_beyond_max_per_x1_label": 0}
     for p in pairs:
         if cfg.remove_identical and p.text_a == p.text_b:
+            tally["removed_identical"] += 1
             continue
         if cfg.remove_duplicates:
             if p.key() in seen:
+                tally["removed_duplicates"] += 1
                 continue
             seen.add(p.key())
         if cfg.max_per_x1_label and per_x1_label[(p.text_a, p.label)] >= cfg.max_per_x1_label:
+            tally["removed_beyond_max_per_x1_label"] += 1
             continue
         per_x1_label[(p.text_a, p.label)] += 1
         numeric = isinstance(p.label, (int, float))
@@ -75,6 +81,7 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
             for _ in range(cfg.random_pairs_per_x1):
                 augmented.append(Pair(x1, rng.choice(others).text_b, 0.0, None, {"source": "random"}))
         kept += augmented
+        tally["added_random_pairs"] = len(augmented)
     if cfg.shuffle_labels:
         labels = [p.label for p in kept]
         rng.shuffle(labels)
@@ -92,4 +99,6 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None) -> tupl
         validation += group[:n_val]
         train += group[n_val:]
     rng.shuffle(train)
+    if counts is not None:
+        counts.update(tally, train=len(train), validation=len(validation))
     return train, validation

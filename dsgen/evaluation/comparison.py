@@ -195,6 +195,31 @@ class Comparison:
         frame.index.name = "method"
         return frame.round(3)
 
+    def long_frame(self) -> Any:
+        """The tidy table people load into pandas: one row per (method, variant, data seed, training seed,
+        task, metric), with the plan's key fields as columns."""
+        import pandas as pd
+
+        rows = []
+        for m in self.methods:
+            for r in self.results[m]:
+                plan = r.extra.get("plan", {})
+                trainer = plan.get("trainer") or {}
+                generation = plan.get("generation") or {}
+                keys = {"method": m, "variant": r.extra.get("variant"), "data_seed": r.run[0], "seed": r.seed,
+                        "preset": r.preset, "encoder": plan.get("encoder", r.model), "inputs": plan.get("inputs"),
+                        "max_inputs": plan.get("max_inputs"), "generator": generation.get("generator"),
+                        "reweighter": (plan.get("method") or {}).get("reweighter"),
+                        "trainer": (plan.get("method") or {}).get("trainer"), "learning_rate": trainer.get("learning_rate"),
+                        "epochs": trainer.get("epochs"), "eval_dtype": (plan.get("evaluation") or {}).get("dtype"),
+                        "run_key": r.extra.get("run_key")}
+                for task, score in r.tasks.items():
+                    for metric, value in vars(score).items():
+                        if metric != "n_pairs" and value is not None:
+                            rows.append({**keys, "task": task, "metric": metric, "value": value})
+                rows.append({**keys, "task": "avg", "metric": "spearman", "value": r.average})
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         """Everything a claims report needs, as plain data."""
         return {"methods": self.methods, "tasks": self.tasks, "preset": self.preset, "seeds": self.seeds,

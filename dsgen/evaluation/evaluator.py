@@ -73,6 +73,21 @@ def pair_cosines(emb: Any, index: dict[str, int], pairs: PairSet) -> Any:
     return cosine(e1, e2)
 
 
+def distance_scores(emb: Any, index: dict[str, int], pairs: PairSet) -> dict[str, float]:
+    """Spearman and Pearson x 100 of negative Euclidean and Manhattan distance against gold, as MTEB
+    reports them beside the cosine's (sentence-transformers' pairwise similarities)."""
+    import torch
+    from sentence_transformers.util import pairwise_euclidean_sim, pairwise_manhattan_sim
+
+    e1 = emb[torch.tensor([index[s] for s in pairs.sentences1], device=emb.device)]
+    e2 = emb[torch.tensor([index[s] for s in pairs.sentences2], device=emb.device)]
+    out = {}
+    for name, fn in (("euclidean", pairwise_euclidean_sim), ("manhattan", pairwise_manhattan_sim)):
+        spearman, pearson = score_cosine(fn(e1, e2).float().cpu().numpy(), pairs.scores)
+        out[f"{name}_spearman"], out[f"{name}_pearson"] = spearman, pearson
+    return out
+
+
 def score_cosine(cos: Any, gold: list[float]) -> tuple[float, float]:
     """(Spearman x100, Pearson x100) of cosine similarities against gold scores."""
     from scipy.stats import pearsonr, spearmanr
@@ -169,7 +184,7 @@ class StsEvaluator:
             index = {s: i for i, s in enumerate(sentences)}
             for task, p in pairs.items():
                 cos = pair_cosines(emb, index, p)
-                scores[task] = TaskScore(*score_cosine(cos, p.scores), len(p))
+                scores[task] = TaskScore(*score_cosine(cos, p.scores), len(p), **distance_scores(emb, index, p))
                 if keep_predictions:
                     predictions[task], predictions[f"{task}:gold"] = cos, p.scores
         else:

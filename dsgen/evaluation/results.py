@@ -21,9 +21,16 @@ def predictions_path(path: Path) -> Path:
 
 @dataclass
 class TaskScore:
+    """Spearman and Pearson x 100 of cosine similarity against gold (the score), and, as MTEB reports
+    them beside it, of negative Euclidean and Manhattan distance (None in results made before)."""
+
     spearman: float
     pearson: float
     n_pairs: int
+    euclidean_spearman: float | None = None
+    euclidean_pearson: float | None = None
+    manhattan_spearman: float | None = None
+    manhattan_pearson: float | None = None
 
 
 @dataclass

@@ -244,15 +244,18 @@ def comparison_bar_chart(cmp: Any, path: str | Path) -> None:
 
 
 def write_comparison(cmp: Any, folder: str | Path, stem: str, command: str = "") -> dict[str, Path]:
-    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder``."""
+    """Write ``<stem>.md``, ``<stem>.csv`` (wide), ``<stem>.long.csv`` (tidy) and ``<stem>.png`` under ``folder``."""
     from dsgen.artifacts import atomic_open, ensure_writable_dir
 
     folder = ensure_writable_dir(Path(folder))
-    paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png"}
+    paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png",
+             "long": folder / f"{stem}.long.csv"}
     with atomic_open(paths["markdown"]) as fh:
         fh.write(comparison_markdown(cmp, command))
     with atomic_open(paths["csv"]) as fh:
         cmp.frame().to_csv(fh)
+    with atomic_open(paths["long"]) as fh:  # tidy: one row per (method, variant, run, task, metric)
+        cmp.long_frame().to_csv(fh, index=False)
     comparison_bar_chart(cmp, paths["png"])
     return paths
 

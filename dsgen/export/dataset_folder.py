@@ -1,0 +1,147 @@
+"""A generated dataset as a Hugging Face dataset folder: Parquet splits and a ``README.md`` dataset card.
+
+``datasets.load_dataset(folder)`` reads it offline. The Parquet files are written by ``datasets``
+and the card by ``huggingface_hub``'s :class:`DatasetCard` (YAML front matter: license,
+task_categories, tags, size category, configs). The card's body says how the data was made: the
+generator and its fingerprint, the task spec with every instruction, the sampling settings and seed,
+the counts before and after each postprocessing step, the reweighter that ran, and where it came
+from (run key, dsgen version, git commit, the command).
+
+Two sources (:func:`from_run`, :func:`from_pairs_file`): the dataset a run trained on (after
+postprocessing and reweighting, with the weights; train and validation splits), or a generated pairs
+file as it left the generator (a cache entry or ``dsgen generate --out``; one ``train`` split).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsgen.artifacts import read_json, sidecar_path
+from dsgen.data.pairs import Pair, read_pairs
+from dsgen.errors import DsgenError
+from dsgen.export import provenance, staged_folder
+
+SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+
+
+def size_category(n: int) -> str:
+    return next((name for limit, name in SIZE_CATEGORIES if n < limit), "1M<n<10M")
+
+
+@dataclass
+class DatasetExport:
+    """What goes into a dataset folder."""
+
+    name: str
+    splits: dict[str, list[Pair]]
+    generation: dict[str, Any] = field(default_factory=dict)      # the generated dataset's sidecar
+    run: dict[str, Any] = field(default_factory=dict)             # the run's result file (plan, counts, reweighting)
+    origin: dict[str, Any] = field(default_factory=dict)          # provenance
+
+
+def from_pairs_file(path: Path, command: str = "") -> DatasetExport:
+    """A generated pairs file (with its sidecar) as it left the generator."""
+    path = Path(path)
+    meta_path = sidecar_path(path)
+    if not path.is_file() or not meta_path.is_file():
+        raise DsgenError(f"{path} is not a generated dataset (the file or its {meta_path.name} sidecar is missing)")
+    meta = read_json(meta_path)
+    return DatasetExport(path.stem, {"train": read_pairs(path)}, meta, {},
+                         provenance(dataset_key=meta.get("dataset_key"), command=command))
+
+
+def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport:
+    """The dataset a run used: its training pairs with their weights (``<run>.train.jsonl``) and its
+    validation pairs, described by the run's result file and the cached dataset's sidecar."""
+    from dsgen.evaluation.results import Result
+
+    result = Result.load(result_path)
+    train = result_path.with_suffix(".train.jsonl")
+    if not train.is_file():
+        raise DsgenError(f"{result_path} has no training pairs beside it ({train.name}); the method trains on none")
+    splits = {"train": read_pairs(train)}
+    validation = result_path.with_suffix(".validation.jsonl")
+    if validation.is_file():
+        splits["validation"] = read_pairs(validation)
+    key = result.extra.get("dataset_key")
+    generation: dict[str, Any] = {}
+    if key:
+        found = sorted(Path(cache).glob(f"*-{key}.jsonl"))
+        if found and sidecar_path(found[0]).is_file():
+            generation = read_json(sidecar_path(found[0]))
+    name = f"{result.method}-{result.preset}-data{result.data_seed}-seed{result.seed}"
+    return DatasetExport(name, splits, generation, result.to_dict(),
+                         provenance(run_key=result.extra.get("run_key"), dataset_key=key, command=command))
+
+
+def _rows(pairs: list[Pair]) -> list[dict[str, Any]]:
+    weighted = any(p.weight is not None for p in pairs)
+    rows = []
+    for p in pairs:
+        row = {"text_a": p.text_a, "text_b": p.text_b, "label": p.label}
+        if weighted:
+            row["weight"] = 1.0 if p.weight is None else float(p.weight)
+        row["source"] = str(p.extra.get("source", "generated"))
+        rows.append(row)
+    return rows
+
+
+def card_body(export: DatasetExport) -> str:
+    """The card's Markdown body (after the YAML front matter)."""
+    gen, run = export.generation, export.run
+    plan = run.get("extra", {}).get("plan", {})
+    lines = [f"# {export.name}", "", "Sentence pairs labelled with a similarity in [0, 1], made by "
+             "dsgen from a language model's continuations (synthetic data).", ""]
+    lines += ["## Splits", ""] + [f"- `{name}`: {len(pairs):,} pairs" for name, pairs in export.splits.items()] + [""]
+    if gen:
+        config = gen.get("config", {})
+        lines += ["## Generation", "", f"- generator: `{gen.get('generator_name', '?')}` with "
+                  f"`{json.dumps(gen.get('generator', {}), sort_keys=True)}`",
+                  f"- seed: {gen.get('seed')}; dataset key `{gen.get('dataset_key')}`",
+                  f"- sampling: `{json.dumps(config.get('sampling', {}), sort_keys=True)}`",
+                  f"- generation settings: `{json.dumps({k: v for k, v in config.items() if k != 'sampling'}, sort_keys=True)}`",
+                  f"- counts: `{json.dumps(gen.get('stats', {}), sort_keys=True)}`",
+                  f"- numerics: {', '.join(gen.get('numerics', [])) or 'not recorded'}", ""]
+        spec = gen.get("task_spec")
+        if spec:
+            lines += ["### Task spec (every instruction)", "", "```json", json.dumps(spec, indent=2, sort_keys=True), "```", ""]
+    if run:
+        extra = run.get("extra", {})
+        lines += ["## How the run used it", "", f"- method `{run.get('method')}`, preset `{run.get('preset')}`, "
+                  f"data seed {run.get('data_seed')}, training seed {run.get('seed')}"]
+        if extra.get("postprocess_counts"):
+            lines.append(f"- postprocessing, counts before and after each step: "
+                         f"`{json.dumps(extra['postprocess_counts'], sort_keys=True)}` with "
+                         f"`{json.dumps(plan.get('postprocess'), sort_keys=True)}`")
+        if plan.get("reweighter"):
+            summary = {k: v for k, v in extra.get("reweighting", {}).items() if not isinstance(v, (list, dict))}
+            lines.append(f"- reweighter `{json.dumps(plan['reweighter'], sort_keys=True)}`: "
+                         f"`{json.dumps(summary, sort_keys=True)}` (column `weight`; 0 drops a pair)")
+        lines.append("")
+    lines += ["## Where it came from", "", "```json", json.dumps(export.origin, indent=2, sort_keys=True), "```", "",
+              "## Use", "", "```python", "from datasets import load_dataset", "", 'pairs = load_dataset("path/to/this/folder")',
+              "```", "", "Share it with `huggingface-cli upload <user>/<name> <this folder> --repo-type dataset`.", ""]
+    return "\n".join(lines)
+
+
+def write_dataset_folder(export: DatasetExport, folder: Path) -> Path:
+    """Write ``export`` as a dataset folder at ``folder`` (atomically; see the module docstring)."""
+    from datasets import Dataset
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    method = export.run.get("method")
+    data = DatasetCardData(
+        license="other", language=["en"], task_categories=["sentence-similarity"],
+        tags=["synthetic", "dsgen", *([method] if method else [])],
+        size_categories=[size_category(sum(len(p) for p in export.splits.values()))], pretty_name=export.name,
+        configs=[{"config_name": "default",
+                  "data_files": [{"split": name, "path": f"data/{name}-*.parquet"} for name in export.splits]}])
+    with staged_folder(Path(folder)) as stage:
+        (stage / "data").mkdir()
+        for name, pairs in export.splits.items():
+            Dataset.from_list(_rows(pairs)).to_parquet(str(stage / "data" / f"{name}-00000-of-00001.parquet"))
+        DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card_body(export)}").save(stage / "README.md")
+    return Path(folder)

@@ -1,0 +1,70 @@
+"""A trained encoder as a sentence-transformers folder, with the library's generated model card.
+
+``SentenceTransformer(folder)`` loads it with no dsgen code: dsgen's own modules are written as the
+library's equivalents. The raw encoders' per-dimension standardisation (``lm:...?standardize=1``,
+:class:`dsgen.encoders.Standardize`) becomes a ``Dense`` layer with weight ``diag(1 / std)``, bias
+``-mean / std`` and the identity activation, the same affine map, so its statistics travel with the
+model. The card is sentence-transformers' own (:class:`SentenceTransformerModelCardData`): base model,
+training dataset, loss and training arguments (recorded by the library while dsgen trained), plus the
+evaluation results on every task of the run and where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dsgen.export import provenance, staged_folder
+
+
+def portable(model: Any) -> Any:
+    """A copy of ``model`` made of sentence-transformers modules only (see the module docstring)."""
+    import copy
+
+    import torch
+    from sentence_transformers.sentence_transformer.modules import Dense
+
+    from dsgen.encoders import Standardize
+
+    out = copy.deepcopy(model)
+    for name, module in list(out.named_children()):
+        if isinstance(module, Standardize):
+            out._modules[name] = Dense(module.dim, module.dim, bias=True, activation_function=torch.nn.Identity(),
+                                       init_weight=torch.diag(1.0 / module.std), init_bias=-module.mean / module.std)
+    return out
+
+
+def card_metrics(result: Any) -> dict[str, float]:
+    """Evaluation results of a dsgen result as model-card metrics (Spearman and Pearson of cosine)."""
+    out = {}
+    for task, score in result.tasks.items():
+        out[f"{task}_spearman_cosine"] = round(score.spearman / 100, 6)
+        out[f"{task}_pearson_cosine"] = round(score.pearson / 100, 6)
+    return out
+
+
+def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, dataset: str, command: str = "") -> Path:
+    """Write ``model`` as a sentence-transformers folder at ``folder`` (atomically), its card filled with
+    the base model spec, the training dataset reference, the evaluation results of ``result`` and the
+    provenance; returns the folder."""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    out = portable(model)
+    card = out.model_card_data
+    card.model_name = f"dsgen {result.method} ({base_model}), preset {result.preset}"
+    card.add_tags(["dsgen", "synthetic-data", str(result.method)])
+    if not card.train_datasets:
+        card.train_datasets = [{"name": dataset}]
+    for task in result.tasks:  # one evaluator per STS task, so the card lists each task's scores
+        evaluator = EmbeddingSimilarityEvaluator(["a"], ["b"], [1.0], name=task, similarity_fn_names=["cosine"])
+        card.set_evaluation_metrics(evaluator, {k: v for k, v in card_metrics(result).items() if k.startswith(task + "_")})
+    origin = provenance(run_key=result.extra.get("run_key"), dataset_key=result.extra.get("dataset_key"), command=command,
+                        base_model=base_model, method=result.method, preset=result.preset,
+                        data_seed=result.data_seed, seed=result.seed)
+    with staged_folder(folder) as stage:
+        out.save(str(stage))
+        (stage / "dsgen_provenance.json").write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (stage / "dsgen_result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n",
+                                                 encoding="utf-8")
+    return Path(folder)
