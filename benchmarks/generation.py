@@ -160,7 +160,7 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     batch_sizes = sorted(set(batch_sizes or (GenerationConfig.batch_size, *LARGER_BATCHES)))
     lm = load_causal_lm(generator, device)
     spec = load_task_spec("sts-x2", with_inputs=True)
-    inputs = load_inputs("stsb-train", n_inputs, data_dir)
+    inputs = load_inputs("stsb-train-distinct", n_inputs, data_dir)  # the inputs of every earlier measurement
     reqs = _requests(spec, inputs, 5)
     sampling = SamplingConfig()
     peak = matmul_peak()

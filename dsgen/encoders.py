@@ -32,7 +32,7 @@ from dsgen.errors import DsgenError
 
 PREFIX = "lm:"
 POOLINGS = ("mean", "mean-skip-first", "last")
-STATS_SOURCE = "stsb-train"
+STATS_SOURCE = "stsb-train-distinct"
 STATS_SENTENCES = 2000
 
 # alias -> spec (see the README's "Encoders" section for how these were chosen)
@@ -233,3 +233,63 @@ class SkipFirstMeanPooling(_module_base()):  # type: ignore[misc]
     @classmethod
     def load(cls, model_name_or_path: str = "", **kwargs: Any) -> "SkipFirstMeanPooling":
         return cls()
+
+
+# -- GenSE's encoder: a T5 encoder-decoder, the sentence embedding its first decoder state -------------------
+
+T5_PREFIX = "t5:"
+
+
+def _transformer_base() -> type:
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    return Transformer
+
+
+class T5FirstDecoderState(_transformer_base()):  # type: ignore[misc]
+    """A T5 encoder-decoder as a sentence encoder, as GenSE embeds a sentence: the encoder reads the
+    sentence and the decoder's output state at its first position (fed only the decoder start token)
+    is the embedding (GenSE's ``modeling_t5.py``: the first decoder output of ``T5ForConditionalGeneration``
+    without its LM head). sentence-transformers' own ``Transformer`` keeps only T5's encoder, so this
+    subclass loads the whole ``T5Model`` and runs the decoder one step; tokenising, saving and loading are
+    the library's. A folder saved with it names this class: load it with ``trust_remote_code=True``.
+    """
+
+    def _load_encoder_only_model(self, model_name_or_path: str, config: Any, **model_kwargs: Any) -> Any:
+        from transformers import T5Config, T5Model
+
+        if isinstance(config, T5Config):
+            return T5Model.from_pretrained(model_name_or_path, config=config, **model_kwargs)
+        return super()._load_encoder_only_model(model_name_or_path, config, **model_kwargs)
+
+    def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        import torch
+
+        ids = features["input_ids"]
+        start = torch.full((ids.shape[0], 1), int(self.model.config.decoder_start_token_id or 0), dtype=ids.dtype,
+                           device=ids.device)
+        out = self.model(input_ids=ids, attention_mask=features.get("attention_mask"), decoder_input_ids=start,
+                         return_dict=True)
+        features["sentence_embedding"] = out.last_hidden_state[:, 0]
+        return features
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return int(self.model.config.d_model)
+
+
+def build_t5_encoder(name: str, device: str, max_seq_length: int = 64) -> Any:
+    """``t5:<model id or directory>``: GenSE's sentence encoder (inputs cut at 64 tokens, GenSE's ``train.sh``)."""
+    from sentence_transformers import SentenceTransformer
+
+    from dsgen.models import encoder_path, hub_source
+
+    path = encoder_path(name[len(T5_PREFIX):])
+    local_only = hub_source(path, "encoder")[1] if not __import__("pathlib").Path(path).is_dir() else True
+    try:
+        module = T5FirstDecoderState(path, max_seq_length=max_seq_length,
+                                     model_kwargs={"local_files_only": local_only},
+                                     processor_kwargs={"local_files_only": local_only},
+                                     config_kwargs={"local_files_only": local_only})
+    except (OSError, ValueError) as exc:
+        raise DsgenError(f"cannot load T5 encoder '{name}': {str(exc).splitlines()[0]}") from None
+    return SentenceTransformer(modules=[module], device=device)

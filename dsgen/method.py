@@ -40,6 +40,11 @@ class Method:
         size_of: another method's name; the generator is then asked for as many pairs as that
             method's postprocessed dataset holds under the same preset and seed (the ``human``
             reference row trains on as many human pairs as DINO generated).
+        input_sample: draw this many distinct inputs in a random order (seeded by the data seed)
+            before the preset's ``max_inputs`` applies (RISE: a shuffled set of at most 10,000).
+        dev_inputs: generate the validation set separately, with the same generator, from these
+            inputs (RISE: ``stsb-validation``), postprocessed like the training set; the training
+            set is then the whole postprocessed file (``validation_fraction`` 0).
     """
 
     name: str = ""
@@ -54,6 +59,8 @@ class Method:
     trainer: str | None = "regression"
     trainer_config: dict[str, Any] = field(default_factory=dict)
     size_of: str | None = None
+    input_sample: int | None = None
+    dev_inputs: str | None = None
 
     @property
     def uses_seed(self) -> bool:

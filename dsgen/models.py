@@ -202,6 +202,10 @@ def model_fingerprint(name: str) -> dict[str, Any]:
     spec = parse_encoder_spec(name)
     if spec is not None:
         return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base), **fingerprint_extra(spec)}
+    from dsgen.encoders import T5_PREFIX
+
+    if name.startswith(T5_PREFIX):
+        return {"encoder": "t5-first-decoder-state", "base": model_fingerprint(name[len(T5_PREFIX):])}
     path = Path(name)
     if path.is_file():
         st = path.stat()
@@ -384,7 +388,7 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
     """
     from sentence_transformers import SentenceTransformer
 
-    from dsgen.encoders import build_encoder, parse_encoder_spec
+    from dsgen.encoders import T5_PREFIX, build_encoder, build_t5_encoder, parse_encoder_spec
     from dsgen.seeding import seeded
 
     device = resolve_device(device)
@@ -392,6 +396,8 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
     with seeded(seed):
         if spec is not None:
             return build_encoder(spec, device)
+        if name.startswith(T5_PREFIX):
+            return build_t5_encoder(name, device)
         path = encoder_path(name)
         local_only = Path(path).is_dir() or hub_source(path, "encoder")[1]
         try:

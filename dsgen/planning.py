@@ -183,8 +183,10 @@ class RunPlan:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        dev = ({"dev_inputs": self.method.dev_inputs, "dev_max_inputs": self.preset.dev_max_inputs}
+               if self.method.dev_inputs else {})
         return {"method": self.method.to_dict(), "preset": self.preset.name, "inputs": self.preset.inputs,
-                "max_inputs": self.preset.max_inputs, "seed": self.seed if self.uses_seed else None,
+                "max_inputs": self.preset.max_inputs, **dev, "seed": self.seed if self.uses_seed else None,
                 "overrides": self.overrides.to_dict(), **self.sections(),
                 "size_of": self.size_of.data_dict() if self.size_of else None}
 
@@ -192,6 +194,7 @@ class RunPlan:
         """What determines this plan's training data (used by a plan sized like it)."""
         s = self.sections()
         return {"method": self.method.name, "inputs": self.preset.inputs, "max_inputs": self.preset.max_inputs,
+                "input_sample": self.method.input_sample, "dev_inputs": self.method.dev_inputs,
                 "x1_generation": s["x1_generation"], "generation": s["generation"], "postprocess": s["postprocess"]}
 
     def models(self) -> list[str]:

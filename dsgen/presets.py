@@ -33,6 +33,8 @@ class Preset(Config):
             (the run (s, s) for every seed s).
         data_seed: one data seed for every training seed (``data_seeds = [n]``; an older spelling).
         inputs / max_inputs: where x1 comes from (``stsb-train`` or a text file) and how many.
+        dev_max_inputs: how many inputs a method that generates its validation set separately
+            (RISE) generates it from (None: all of them, as the paper).
         x1_entries_per_label: sentences per label when a method generates x1 from scratch.
         tasks: evaluation tasks.
         preprocess: evaluation text convention: ``raw`` (MTEB's, the files as released) or
@@ -54,6 +56,7 @@ class Preset(Config):
     data_seed: int | None = None
     inputs: str = "stsb-train"
     max_inputs: int | None = None
+    dev_max_inputs: int | None = None
     x1_entries_per_label: int = 100
     tasks: list[str] = field(default_factory=list)
     preprocess: str = "raw"

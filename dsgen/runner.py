@@ -182,7 +182,8 @@ class Runner:
             inputs = list(dict.fromkeys(p.text_a for p in x1_pairs))
             data.extra["x1_generated"] = len(inputs)
         else:
-            inputs = data.human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir)
+            inputs = data.human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir,
+                                              sample=method.input_sample, seed=plan.run[0])
         cfg = plan.generation
         if plan.size_of is not None:
             ref = self.training_data(plan.size_of)
@@ -195,10 +196,23 @@ class Runner:
             data.extra["size_of"]["capped_at"] = len(pairs)
         data.timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
         data.timings["dataset_generate_seconds"] = round(made, 2)
+        dev_pairs = None
+        if method.dev_inputs:  # RISE: a validation set generated apart, from other inputs (a second cached dataset)
+            dev_inputs = load_inputs(method.dev_inputs, preset.dev_max_inputs, self.data_dir,
+                                     sample=method.input_sample, seed=plan.run[0])
+            dev_pairs, dev_key, dev_meta = self.dataset(method.generator, cfg, dev_inputs)
+            made += dev_meta.get("timings", {}).get("generate_seconds", 0.0)
+            data.extra.update(dev_dataset_key=dev_key, dev_generated_pairs=len(dev_pairs), dev_inputs=len(dev_inputs))
         t1 = time.perf_counter()
         if plan.postprocess is not None:
             counts: dict[str, int] = {}
-            data.train, data.validation = postprocess(pairs, plan.postprocess, counts)
+            if dev_pairs is None:
+                data.train, data.validation = postprocess(pairs, plan.postprocess, counts)
+            else:  # the whole training file, and the separate dev set postprocessed the same way
+                whole = plan.postprocess.replace(validation_fraction=0.0)
+                data.train, _ = postprocess(pairs, whole, counts)
+                data.validation, _ = postprocess(dev_pairs, whole)
+                counts["validation"] = len(data.validation)
             data.extra["postprocess_counts"] = counts
         else:
             data.train = pairs

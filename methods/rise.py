@@ -1,10 +1,16 @@
-"""RISE (COLING 2022, "Reweighting based on Importance of machine-written SEntences"): DINO's data,
-each example's loss scaled by how human its x2 looks to a synthetic-data identification (SDI)
-classifier, and the paper's two ablations. All reuse DINO's cached dataset.
+"""RISE (COLING 2022, "Reweighting based on Importance of machine-written SEntences"): data made by
+DINO's method, each example's loss scaled by how human its x2 looks to a synthetic-data
+identification (SDI) classifier, and the paper's two ablations. All four share one cached dataset.
 
 RISE trains the encoder with its own schedule (its Table 9 and ``run_training.py``): 3 epochs,
 batch 32, lr 2e-5, evaluated every third of an epoch and at each epoch's end. ``rise-dino`` is
 RISE's DINO baseline: the same schedule with every weight 1, the row RISE's tables compare to.
+
+RISE's data protocol (``scripts/0_preprocessing.sh`` and ``preprocess_data.py``: the inputs are a
+shuffled set of the split's sentences, at most 10,000; ``scripts/1_generation.sh``: DINO generates a
+train file from the train split's sentences and a dev file from the validation split's, both
+postprocessed; ``run_training.py`` trains on the whole train file and selects on the dev file). So
+every ``rise*`` method generates its own data (not DINO's) and a second, cached dev dataset.
 """
 
 from dsgen.method import Method, register_method
@@ -14,8 +20,11 @@ PAPER = "RISE: COLING 2022"
 RISE_TRAINING = {"epochs": 3.0, "evaluations_per_epoch": 3}
 
 
+RISE_DATA = {"input_sample": 10_000, "dev_inputs": "stsb-validation", "postprocess": {"validation_fraction": 0.0}}
+
+
 def rise_recipe(**changes) -> Method:
-    return dino_recipe(paper=PAPER, trainer_config=RISE_TRAINING, **changes)
+    return dino_recipe(paper=PAPER, trainer_config=RISE_TRAINING, **RISE_DATA, **changes)
 
 
 @register_method("rise")

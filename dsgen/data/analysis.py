@@ -132,7 +132,7 @@ def write_rise_analysis(result: Any, train_file: Any, preset: Any, seed: int, fo
         for a, b in zip(pairs.sentences1, pairs.sentences2):
             partner.setdefault(a.strip(), b.strip())
             partner.setdefault(b.strip(), a.strip())
-    human = [(h, partner.get(h)) for h in load_inputs(preset.inputs, preset.max_inputs, data_dir)]
+    human = [(h, partner.get(h)) for h in load_inputs(preset.inputs, preset.max_inputs, data_dir, distinct=True)]
     table = rise_table(machine, human)
     folder = ensure_writable_dir(Path(folder))
     stem = f"analysis-{method}-seed{seed}"

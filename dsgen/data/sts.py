@@ -139,11 +139,13 @@ def read_sick(root: Path, parts: tuple[str, ...]) -> PairSet:
     return out
 
 
+def stsb_sentences(root: Path | None = None, split: str = "train") -> list[str]:
+    """Both sentences of every pair of an STS benchmark split, pair by pair, in file order, duplicates
+    included: DINO's STS-x2 inputs (its ``utils.py``, ``read_sts_inputs``: 11,498 for train)."""
+    pairs = read_stsb(root or data_dir(), split)
+    return [s for a, b in zip(pairs.sentences1, pairs.sentences2) for s in (a.strip(), b.strip()) if s]
+
+
 def stsb_train_sentences(root: Path | None = None) -> list[str]:
-    """Distinct sentences of the STS benchmark train split in file order (DINO's STS-x2 inputs)."""
-    pairs = read_stsb(root or data_dir(), "train")
-    seen: dict[str, None] = {}
-    for a, b in zip(pairs.sentences1, pairs.sentences2):
-        seen.setdefault(a.strip(), None)
-        seen.setdefault(b.strip(), None)
-    return [s for s in seen if s]
+    """Distinct sentences of the STS benchmark train split in file order (10,536)."""
+    return list(dict.fromkeys(stsb_sentences(root, "train")))

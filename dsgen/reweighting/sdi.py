@@ -249,7 +249,7 @@ def human_sentences(cfg: SdiConfig, context: ReweightContext) -> list[str]:
         return list(context.human_texts)
     from dsgen.data.inputs import load_inputs
 
-    return load_inputs(context.source, None, context.data_dir)
+    return load_inputs(context.source, None, context.data_dir, distinct=True)
 
 
 @REWEIGHTERS.register("sdi")

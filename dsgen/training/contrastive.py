@@ -87,9 +87,21 @@ class ContrastiveConfig(TrainingConfig):
         prompt: wrap every sentence in GenSE's encoder prompt in training and evaluation (GenSE: always).
         nli_file: optional human NLI triplets for GenSE's second stage (SimCSE's ``sent0, sent1,
             hard_neg`` CSV); trained after the synthetic stage with ``nli_epochs`` and ``nli_batch_size``.
+        max_seq_length: 64, GenSE's ``train.sh`` (``--max_seq_length 64``).
+        optimizer: torch's AdamW (GenSE used Adafactor: a listed departure).
+        selection_data: keep the checkpoint with the best Spearman on these human pairs (``stsb-dev``:
+            the STS benchmark dev split, gold / 5, GenSE's ``train.sh`` ``--metric_for_best_model
+            stsb_spearman``, evaluated every ``evaluation_steps`` = 250, at each epoch's end and at the
+            last step); None: train the whole schedule and keep the last step.
+        selection_metric: cosine Spearman, as GenSE's (SimCSE's) evaluation.
     """
 
     batch_size: int = 1024
+    max_seq_length: int | None = 64
+    optimizer: str = "adamw-torch"
+    selection_data: str | None = "stsb-dev"
+    evaluation_steps: int = 250
+    selection_metric: str = "cosine"
     learning_rate: float = 5e-5
     temperature: float = 0.05
     mini_batch_size: int = 32
@@ -105,7 +117,7 @@ class ContrastiveConfig(TrainingConfig):
 class ContrastiveTrainer(Trainer):
     """InfoNCE with in-batch negatives and the contradiction as hard negative, per-triplet weights.
 
-    Without numeric validation labels, model selection is off: it trains the full schedule.
+    Model selection is on the human STS benchmark dev pairs (``selection_data``), as GenSE selects.
 
     Example:
         >>> ContrastiveTrainer(ContrastiveConfig(batch_size=64)).train(pairs, [], seed=1)  # doctest: +SKIP
@@ -135,6 +147,20 @@ class ContrastiveTrainer(Trainer):
         return Dataset.from_dict({"anchor": [t(x.anchor) for x in triplets], "positive": [t(x.positive) for x in triplets],
                                   "negative": [t(x.negative) for x in triplets], "label": [x.weight for x in triplets]})
 
+    def _selection(self) -> tuple[Any, str | None]:
+        """The model-selection evaluator on the human pairs of ``selection_data`` (the prompt applied)."""
+        if not self.config.selection_data:
+            return None, None
+        if self.config.selection_data != "stsb-dev":
+            raise DsgenError(f"selection_data must be stsb-dev or empty (got '{self.config.selection_data}')")
+        from dsgen.data.sts import data_dir, read_stsb
+        from dsgen.evaluation.evaluator import validation_evaluator
+
+        dev = read_stsb(data_dir(), "dev")
+        t = self.template
+        return validation_evaluator([t(s) for s in dev.sentences1], [t(s) for s in dev.sentences2],
+                                    [score / 5.0 for score in dev.scores], self.config.selection_metric, name="stsb-dev")
+
     def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
         from dsgen.training.losses import WeightedCachedMultipleNegativesRankingLoss
 
@@ -147,7 +173,8 @@ class ContrastiveTrainer(Trainer):
         model = load_trainable_encoder(cfg, seed)
         loss = WeightedCachedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature,
                                                           mini_batch_size=cfg.mini_batch_size)
-        log = fit(model, self._dataset(triplets), loss, cfg, seed, no_duplicates=True, progress=progress)
+        evaluator, metric = self._selection()
+        log = fit(model, self._dataset(triplets), loss, cfg, seed, evaluator, metric, no_duplicates=True, progress=progress)
         log.update(triplets=len(triplets), text_template=GENSE_PROMPT if cfg.prompt else None)
         if nli is not None:
             stage = cfg.replace(epochs=cfg.nli_epochs, batch_size=cfg.nli_batch_size)

@@ -40,7 +40,12 @@ class TrainingConfig(Config):
         selection_metric: ``max``: the best of the cosine, Euclidean, Manhattan and dot-product
             Spearman (what sentence-transformers 0.4, used by DINO and RISE, returned); ``cosine``.
         model_selection: keep the best validation checkpoint (False: keep the last step).
-        max_seq_length: truncate inputs (None: the encoder's own limit).
+        max_seq_length: truncate inputs at this many tokens (128: sentence-transformers 0.4's
+            ``models.Transformer`` default, which DINO's and RISE's code used; None: the encoder's own
+            limit, e.g. 512).
+        optimizer: ``adamw-uncorrected`` (sentence-transformers 0.4's AdamW without bias correction,
+            eps 1e-6: DINO's and RISE's code) or ``adamw-torch`` (torch's bias-corrected AdamW, eps
+            1e-8); :mod:`dsgen.training.optimizers`.
         device: cpu, cuda or auto.
     """
 
@@ -54,10 +59,15 @@ class TrainingConfig(Config):
     evaluations_per_epoch: int = 0
     selection_metric: str = "max"
     model_selection: bool = True
-    max_seq_length: int | None = None
+    max_seq_length: int | None = 128
+    optimizer: str = "adamw-uncorrected"
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        from dsgen.training.optimizers import OPTIMIZERS
+
+        if self.optimizer not in OPTIMIZERS:
+            raise DsgenError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got '{self.optimizer}')")
         if self.selection_metric not in SELECTION_METRICS:
             raise DsgenError(f"selection_metric must be one of {', '.join(SELECTION_METRICS)} (got '{self.selection_metric}')")
         if self.batch_size < 1 or self.epochs <= 0 or self.learning_rate < 0:
@@ -86,6 +96,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
     from transformers import TrainerCallback
+
+    from dsgen.training.optimizers import optimizer_cls_and_kwargs
 
     from dsgen.models import resolve_device
 
@@ -133,7 +145,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             dataloader_pin_memory=False)
         callbacks = [callback, Schedule()] if select else [callback]
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
-                                          evaluator=evaluator if select else None, callbacks=callbacks)
+                                          evaluator=evaluator if select else None, callbacks=callbacks,
+                                          optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(cfg.optimizer))
 
     train_with_progress(build, "train", int(steps), progress)
     best = max(history, key=lambda h: h[1]) if history else None

@@ -64,7 +64,7 @@ def test_regression_trainer_refuses_empty_and_string_labels(tiny_encoder_dir):
         RegressionTrainer(cfg).train([Pair("a", "b", "entailment")], [], seed=1, progress=False)
 
 
-def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_encoder_dir, tmp_path):
+def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_encoder_dir, tmp_path, sts_data_dir):
     rng = random.Random(1)
     pairs = []
     for _ in range(20):
@@ -78,8 +78,15 @@ def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_enco
                             nli_file=str(nli), nli_batch_size=6, nli_epochs=1.0)
     trainer = ContrastiveTrainer(cfg)
     assert trainer.get_config_dict()["nli_file_fingerprint"]["size"] == nli.stat().st_size
-    outcome = trainer.train(pairs, [], seed=1, progress=False)
+    from dsgen.data.sts import using_data_dir
+
+    with using_data_dir(str(sts_data_dir)):
+        outcome = trainer.train(pairs, [], seed=1, progress=False)
     assert outcome.log["triplets"] == 20 and outcome.log["steps"] == 3
+    # GenSE keeps the best checkpoint by STS benchmark dev Spearman (every 250 steps, each epoch's end, the last)
+    assert [h["step"] for h in outcome.log["validation_history"]] == [3] and outcome.log["best_validation_spearman"]
+    unselected = ContrastiveTrainer(cfg.replace(selection_data=None, nli_file=None)).train(pairs, [], seed=1, progress=False)
+    assert unselected.log["validation_history"] == [] and unselected.log["best_validation_spearman"] is None
     assert outcome.log["nli_stage"]["triplets"] == 12 and outcome.log["nli_stage"]["steps"] == 2
     assert "{}" in outcome.log["text_template"]
     bad = tmp_path / "bad.csv"
@@ -117,3 +124,54 @@ def test_model_selection_returns_an_earlier_best_not_the_last_model(tiny_encoder
                                              [float(p.label) for p in val], "max")
     again = 100 * evaluator(outcome.model)[metric.removeprefix("eval_")]
     assert again == pytest.approx(log["best_validation_spearman"], abs=1e-3)
+
+
+def test_the_papers_adamw_takes_uncorrected_steps_as_computed_by_hand():
+    """sentence-transformers 0.4's AdamW (correct_bias=False, eps 1e-6, decay after the step): three steps of
+    a two-parameter model, against the formulas written out, and unlike torch's bias-corrected AdamW."""
+    import torch
+
+    from dsgen.training.optimizers import AdamWUncorrected
+
+    grads = [torch.tensor([0.5, -2.0]), torch.tensor([0.1, 1.0]), torch.tensor([-0.3, 0.2])]
+    lr, wd, eps, b1, b2 = 0.01, 0.01, 1e-6, 0.9, 0.999
+    p = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
+    opt = AdamWUncorrected([p], lr=lr, eps=eps, weight_decay=wd)
+    ours = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
+    torch_opt = torch.optim.AdamW([ours], lr=lr, eps=1e-8, weight_decay=wd)
+    expected, m, v = torch.tensor([1.0, -1.0], dtype=torch.float64), 0, 0
+    for g in grads:
+        p.grad, ours.grad = g.clone(), g.clone()
+        opt.step()
+        torch_opt.step()
+        g64 = g.double()
+        m = b1 * m + (1 - b1) * g64
+        v = b2 * v + (1 - b2) * g64 ** 2
+        expected = expected - lr * m / (v.sqrt() + eps)
+        expected = expected - lr * wd * expected
+        assert torch.allclose(p.detach().double(), expected, atol=1e-6)
+    first_step = 0.01 * (0.1 * 0.5) / ((0.001 * 0.25) ** 0.5 + 1e-6)  # m1 / sqrt(v1): 3.16x a corrected step
+    assert first_step == pytest.approx(0.0316, abs=1e-3)
+    assert not torch.allclose(p.detach(), ours.detach(), atol=1e-4)  # torch's corrected AdamW is another optimizer
+
+
+def test_the_regression_trainer_defaults_to_the_papers_optimizer_and_length(tiny_encoder_dir, monkeypatch):
+    from dsgen.training import optimizers
+    from dsgen.training.contrastive import ContrastiveConfig
+
+    calls = []
+    real = optimizers.AdamWUncorrected.step
+    monkeypatch.setattr(optimizers.AdamWUncorrected, "step", lambda self, *a: calls.append(1) or real(self, *a))
+    cfg = TrainingConfig()
+    assert cfg.optimizer == "adamw-uncorrected" and cfg.max_seq_length == 128
+    assert ContrastiveConfig().max_seq_length == 64 and ContrastiveConfig().optimizer == "adamw-torch"
+    with pytest.raises(DsgenError, match="optimizer must be one of"):
+        TrainingConfig(optimizer="sgd")
+    rng = random.Random(0)
+    train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.9])) for _ in range(40)]
+    for name in ("adamw-uncorrected", "adamw-torch"):
+        out = RegressionTrainer(TrainingConfig(encoder=str(tiny_encoder_dir), batch_size=16, device="cpu",
+                                               optimizer=name, learning_rate=1e-3)).train(train, [], seed=1,
+                                                                                          progress=False)
+        assert out.model.max_seq_length == 128 and out.log["steps"] == 3
+    assert len(calls) == 3  # the three steps of the first run; torch's AdamW took the second's
