@@ -99,7 +99,7 @@ def _tiny_models(root, data_dir):
     return {name: root / name for name in ("gpt2", "roberta", "bert", "t5")}
 
 
-OVERRIDDEN = {"generation.generator", "generation.device", "trainer.encoder", "trainer.device", "reweighter.encoder",
+OVERRIDDEN = {"encoder", "generation.generator", "generation.device", "trainer.encoder", "trainer.device", "reweighter.encoder",
               "reweighter.device", "max_inputs", "dev_max_inputs", "preset"}
 
 
@@ -119,12 +119,14 @@ def test_the_paper_path_runs_end_to_end_on_the_papers_architectures(tmp_path, st
 
     paths = _tiny_models(tmp_path, sts_data_dir)
     text = (load_preset.__globals__["resources"].files("dsgen.benchmarks.presets") / "paper.toml").read_text()
+    # 40 inputs: a random tiny GPT-2 closes an output with a quote in about 1 of 10 tries, and GenSE needs an
+    # entailment and a contradiction of the same input for a triplet
     text = (text.replace('"openai-community/gpt2-xl"', f'"{paths["gpt2"]}"')
                 .replace('"FacebookAI/roberta-base"', f'"{paths["roberta"]}"')
                 .replace('"google-bert/bert-base-uncased"', f'"{paths["bert"]}"')
                 .replace('"t5:google-t5/t5-base"', f'"t5:{paths["t5"]}"')
                 .replace('device = "auto"', 'device = "cpu"')
-                .replace("seeds = [1, 2, 3]", "seeds = [1]\nmax_inputs = 8\ndev_max_inputs = 6"))
+                .replace("seeds = [1, 2, 3]", "seeds = [1]\nmax_inputs = 40\ndev_max_inputs = 6"))
     preset = tmp_path / "paper.toml"  # the paper preset, but for the model paths and the input counts
     preset.write_text(text)
     env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1"}
@@ -132,7 +134,7 @@ def test_the_paper_path_runs_end_to_end_on_the_papers_architectures(tmp_path, st
                 str(tmp_path / "runs"), "--quiet", env=env, timeout=1800)
     assert out.returncode == 0, out.stderr + out.stdout
     results = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
-               for p in (tmp_path / "runs" / "results").rglob("data-*-seed-*.json")}
+               for p in (tmp_path / "runs" / "results").rglob("data-*-seed-*.json") if not p.name.endswith(".failed.json")}
     assert {"dino", "rise", "gense-no-filter", "base"} <= set(results)  # gense may keep no triplet (zero-shot judge)
     for method, result in results.items():
         ran = _flat(result["extra"]["plan"])

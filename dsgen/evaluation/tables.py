@@ -167,12 +167,12 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
         lines += [f"## Per-task differences (95% CI over test pairs, {cmp.n_boot:,} resamples)", "",
                   diff_frame(cmp.pair_diffs, cmp.tasks, f"Δ vs {cmp.methods[0]}").to_markdown(), ""]
     spread = cmp.spread()
-    if spread and any(v["data_seeds"] > 1 and v["train_seeds"] > 1 for v in spread.values()):
+    if spread and any(v["data_seeds"] > 1 or v["train_seeds"] > 1 for v in spread.values()):
         lines += ["## Spread by source (average score)", "",
                   "Sample standard deviations of one run's average score: `train_sd` between training seeds on one "
                   "dataset (pooled over the datasets), `data_sd` between datasets beyond what training explains "
                   "(one-way random-effects ANOVA; 0 when the datasets' means vary less than training alone would "
-                  "make them), `total_sd` of a single run.", "",
+                  "make them; blank with one dataset), `total_sd` of a single run.", "",
                   pd.DataFrame.from_dict(spread, orient="index").rename_axis("method").to_markdown(floatfmt=".2f"), ""]
     quality = cmp.quality()
     if quality:

@@ -169,3 +169,30 @@ def test_variance_components_separate_data_and_training_spread():
     vc = variance_components(scores)
     assert vc["data_seeds"] == 40 and vc["train_seeds"] == 4
     assert vc["train_sd"] == pytest.approx(1.0, abs=0.15) and vc["data_sd"] == pytest.approx(2.0, abs=0.5)
+
+
+def test_a_two_level_comparison_pairs_by_run_and_shows_the_spread_by_source():
+    rng = np.random.default_rng(4)
+    gold = rng.random(40)
+    runs = [(d, t) for d in (1, 2, 3) for t in (1, 2)]
+
+    def res(method, d, t, score):
+        r = result(method, t, score, gold, gold + rng.normal(0, 0.3, 40))
+        r.data_seed = d
+        return r
+
+    data_effect = {1: 0.0, 2: 3.0, 3: -2.0}
+    results = {"a": [res("a", d, t, 60 + data_effect[d] + 0.4 * t) for d, t in runs],
+               "b": [res("b", d, t, 62 + data_effect[d] + 0.4 * t + 0.1 * d) for d, t in runs]}
+    cmp = Comparison(["a", "b"], ["sts16"], dict(results), n_boot=10)
+    iv = cmp.seed_diffs["b"]["avg"]
+    assert iv.point == pytest.approx(2.2) and "3 data seeds x 2 training seeds" in iv.method  # data noise cancels
+    spread = cmp.spread()
+    assert spread["a"]["data_seeds"] == 3 and spread["a"]["train_seeds"] == 2
+    assert spread["a"]["train_sd"] == pytest.approx(0.4 / np.sqrt(2), abs=1e-3) and spread["a"]["data_sd"] > 2
+    md = comparison_markdown(cmp)
+    assert "Spread by source" in md and "6 runs: data seeds [1, 2, 3] x training seeds [1, 2]" in md
+    shuffled = {"a": results["a"][::-1], "b": results["b"]}  # order does not matter, runs do
+    assert Comparison(["a", "b"], ["sts16"], shuffled, n_boot=10).seed_diffs["b"]["avg"].point == pytest.approx(2.2)
+    with pytest.raises(DsgenError, match="different \\(data seed, training seed\\) runs"):
+        Comparison(["a", "b"], ["sts16"], {"a": results["a"], "b": results["b"][:-1]}, n_boot=10)
