@@ -146,7 +146,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
         callbacks = [callback, Schedule()] if select else [callback]
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
                                           evaluator=evaluator if select else None, callbacks=callbacks,
-                                          optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(cfg.optimizer))
+                                          optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(cfg.optimizer, cfg.learning_rate))
 
     train_with_progress(build, "train", int(steps), progress)
     best = max(history, key=lambda h: h[1]) if history else None

@@ -57,12 +57,13 @@ class AdamWUncorrected(_optimizer_base()):  # type: ignore[misc]
         return loss
 
 
-def optimizer_cls_and_kwargs(name: str) -> tuple[type, dict[str, Any]] | None:
+def optimizer_cls_and_kwargs(name: str, learning_rate: float) -> tuple[type, dict[str, Any]] | None:
     """What the Hugging Face trainer builds the optimizer from (None: its default, torch's AdamW, eps
-    1e-8); the trainer groups the parameters (no weight decay on biases and LayerNorm weights) and
-    passes the learning rate and weight decay itself."""
+    1e-8). The trainer groups the parameters and sets each group's weight decay (none on biases and
+    LayerNorm weights), but builds a given class from these keyword arguments alone: the learning rate
+    must be among them (the class default would be used otherwise)."""
     if name == "adamw-uncorrected":
-        return AdamWUncorrected, {"eps": 1e-6}
+        return AdamWUncorrected, {"lr": learning_rate, "eps": 1e-6}
     if name == "adamw-torch":
         return None
     from dsgen.errors import DsgenError

@@ -175,3 +175,20 @@ def test_the_regression_trainer_defaults_to_the_papers_optimizer_and_length(tiny
                                                                                           progress=False)
         assert out.model.max_seq_length == 128 and out.log["steps"] == 3
     assert len(calls) == 3  # the three steps of the first run; torch's AdamW took the second's
+
+
+@pytest.mark.parametrize("name,factor", [("adamw-uncorrected", 10 ** 0.5), ("adamw-torch", 1.0)])
+def test_one_step_moves_the_weights_by_the_configured_learning_rate(tiny_encoder_dir, name, factor):
+    """One full-batch step at lr 2e-5 (not either optimizer's class default): Adam moves a weight by about
+    lr times m / sqrt(v), sqrt(1000) / 10 = 3.16 times lr without bias correction and 1 times lr with it."""
+    from dsgen.models import load_encoder
+
+    rng = random.Random(3)
+    train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.9])) for _ in range(16)]
+    before = {k: v.clone() for k, v in load_encoder(str(tiny_encoder_dir), "cpu", seed=1).state_dict().items()}
+    cfg = TrainingConfig(encoder=str(tiny_encoder_dir), batch_size=16, device="cpu", optimizer=name, learning_rate=2e-5,
+                         warmup_ratio=0.0, weight_decay=0.0)
+    out = RegressionTrainer(cfg).train(train, [], seed=1, progress=False)
+    assert out.log["steps"] == 1
+    moved = max(float((v - before[k]).abs().max()) for k, v in out.model.state_dict().items() if k in before)
+    assert moved == pytest.approx(2e-5 * factor, rel=0.05)
