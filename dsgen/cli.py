@@ -507,7 +507,8 @@ def regress_cmd(
     """Rerun a preset from scratch; exit 1 when a task falls more than the tolerance below the baseline (or is NaN)."""
     from rich.table import Table
 
-    from dsgen.evaluation.baseline import DEFAULT_TOLERANCE, check, differences, read_baseline, write_baseline
+    from dsgen.evaluation.baseline import (DEFAULT_TOLERANCE, check, describe, made_with, read_baseline, select,
+                                           write_baseline)
     from dsgen.runner import run_many
 
     if tolerance is not None and tolerance < 0:
@@ -515,7 +516,8 @@ def regress_cmd(
     path = baseline or Path("results") / "baseline" / f"{Path(preset).stem}.json"
     ref = None if update else read_baseline(path)
     previous = read_baseline(path) if update and path.exists() else None  # --update keeps its tolerance and note
-    names = [m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update else list(ref["scores"])
+    names = ([m.strip() for m in (methods or "base,dino").split(",") if m.strip()] if update
+             else list(dict.fromkeys(m for entry in ref["baselines"] for m in entry["scores"])))
     ov = _overrides()
     p, runs, runner = _prepare(names, preset, None if update else ",".join(map(str, ref["seeds"])), out,
                                     data_dir, quiet, ov, fresh=True)
@@ -526,14 +528,15 @@ def regress_cmd(
     results = run_many(names, p, runs, runner, ov, on_result=_report(console))
     if update:
         note = (previous or {}).get("note") if tolerance is None and previous else None
-        write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol,
-                       note=note or f"dsgen regress --preset {preset} --update --tolerance {tol:g}")
-        console.print(f"wrote baseline {path} (tolerance {tol:g})")
+        kept = write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol,
+                              note=note or f"dsgen regress --preset {preset} --update --tolerance {tol:g}",
+                              previous=previous)
+        console.print(f"wrote baseline {path} for {describe(made_with(results))} (tolerance {tol:g})"
+                      + "".join(f"; kept the one made with {describe(b.get('made_with'))}" for b in kept))
         return
-    checks = check(ref, results, tol)
-    differently = differences(ref, results)
-    if differently:
-        console.print(differently)
+    entry, differently = select(ref, results)
+    console.print(differently or f"checked against the baseline made the same way ({describe(entry.get('made_with'))})")
+    checks = check(entry, results, tol)
     table = Table(title=f"regression check, preset {p.name}, tolerance {tol}")
     for col in ("method", "task", "baseline", "now", "Δ", "status"):
         table.add_column(col, justify="right" if col not in ("method", "task") else "left")

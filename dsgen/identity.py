@@ -6,6 +6,7 @@
 | run result | :func:`run_key` | the resolved plan (coerced configs), the fingerprint of every model it names, the evaluation data's fingerprint |
 | result folder | :func:`variant_key` | what the user asked for except the seeds: method recipe, every resolved (coerced) setting of the plan, command-line overrides |
 | zero-shot discriminator score | :func:`score_key` | the scoring model's fingerprint, the prompt, the pair |
+| exported file | :func:`content_key` | the rows it holds |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
 ``100`` and ``100.0`` give one key. Model fingerprints come from :func:`dsgen.models.model_fingerprint`
@@ -48,3 +49,8 @@ def variant_key(method: dict[str, Any], plan: dict[str, Any], overrides: dict[st
 def score_key(model: dict[str, Any], prompt: str, x1: str, x2: str) -> str:
     """Key of one zero-shot discriminator score (the scoring model, its prompt, the pair)."""
     return stable_hash({"model": model, "prompt": prompt, "pair": [x1, x2]}, length=24)
+
+
+def content_key(rows: Any, length: int = 12) -> str:
+    """Names an exported file by the rows it holds (a dataset folder's Parquet splits)."""
+    return stable_hash(rows, length=length)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import string
+import tempfile
 from pathlib import Path
 
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sts"
+
+# `datasets` caches what it loads under ~/.cache, keyed by names and patterns rather than contents:
+# the tests (and the dsgen processes they start) get a cache of their own, empty at every session.
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="dsgen-tests-datasets-")
 
 
 def pytest_collection_modifyitems(config, items):

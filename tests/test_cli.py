@@ -40,7 +40,7 @@ BAD_INPUTS = [
     (["generate", "--inputs", "in.txt", "--per-label", "0", "--out", "o/o.jsonl"], "per_label must be at least 1"),
     (["generate", "--inputs", "in.txt", "--top-p", "1.5", "--out", "o/o.jsonl"], "top_p must be in (0, 1]"),
     (["generate", "--inputs", "in.txt", "--task", "bad.json", "--out", "o/o.jsonl"], "opening quotation mark"),
-    (["generate", "--inputs", "missing.txt", "--out", "o/o.jsonl"], "neither stsb-train nor an existing file"),
+    (["generate", "--inputs", "missing.txt", "--out", "o/o.jsonl"], "is neither stsb-train, stsb-train-distinct, stsb-validation nor an existing file"),
     (["generate", "--inputs", "in.txt", "--backend", "spark", "--out", "o/o.jsonl"], "unknown generation backend 'spark'"),
     (["generate", "--inputs", "in.txt", "--workers", "2", "--out", "o/o.jsonl"], "need --backend ray"),
     (["eval", "nosuchmodel", "--tasks", "stsb", "--json", "o/e.json"], "encoder 'nosuchmodel'"),
@@ -106,13 +106,43 @@ def test_regress_check_fails_on_nan_and_reads_baselines_strictly(tmp_path):
     path = tmp_path / "b.json"
     path.write_text(json.dumps(base))
     nan = {"dino": [Result("m", {"stsb": TaskScore(float("nan"), 0.0, 1)})]}
-    (c,) = check(read_baseline(path), nan, 1.0)
+    (c,) = check(read_baseline(path)["baselines"][0], nan, 1.0)  # a schema-1 file is read as one entry
     assert c.failed and c.status == "NOT A NUMBER"
+    two = {"schema_version": 2, "preset": "p", "seeds": [1], "baselines": [{"made_with": {}, "scores": {"dino": {"stsb": 1.0}}}]}
     for broken in ({**base, "scores": {"dino": {"stsb": "80"}}}, {**base, "seeds": []}, {**base, "tolerance": -1},
-                   {k: v for k, v in base.items() if k != "preset"}):
+                   {k: v for k, v in base.items() if k != "preset"}, {**two, "baselines": []},
+                   {**two, "baselines": [{"scores": {"dino": {}}}]}, {**two, "schema_version": 3}):
         path.write_text(json.dumps(broken))
         with pytest.raises(DsgenError):
             read_baseline(path)
+
+
+def test_a_rerun_is_checked_against_the_baseline_made_the_same_way(tmp_path):
+    """Scores are kept per kind of machine (evaluation dtype, CPU capability): a float32 rerun on AVX2
+    is checked against the AVX2 entry, not the bfloat16 AVX-512 one; with no entry made its way it is
+    checked against the first and told so; --update replaces only its own kind's entry."""
+    from dsgen.evaluation.baseline import made_with, select, write_baseline
+
+    here = {"dino": [Result("dino", {"stsb": TaskScore(50.0, 0.0, 1)}, extra={"evaluation_data": {"dtype": "float32"}})]}
+    how = made_with(here)
+    other = {"eval_dtype": "bfloat16", "cpu": "AVX512_SOMEWHERE"}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 2, "preset": "p", "seeds": [1], "tolerance": 1.7, "baselines": [
+        {"made_with": other, "scores": {"dino": {"stsb": 60.0}}}, {"made_with": how, "scores": {"dino": {"stsb": 50.5}}}]}))
+    entry, message = select(read_baseline(path), here)
+    assert entry["made_with"] == how and message == "" and not check(entry, here, 1.7)[0].failed
+    only_other = read_baseline(path)
+    only_other["baselines"] = only_other["baselines"][:1]
+    entry, message = select(only_other, here)
+    assert entry["made_with"] == other and "no baseline was made like this rerun" in message
+    assert check(entry, here, 1.7)[0].failed  # 10 points below the other machine's: still a failure, with the reason
+    kept = write_baseline(path, "p", [1], {"dino": [Result("dino", {"stsb": TaskScore(51.0, 0.0, 1)},
+                                                           extra={"evaluation_data": {"dtype": "float32"}})]},
+                          tolerance=1.7, previous=read_baseline(path))
+    data = read_baseline(path)
+    assert [b["made_with"] for b in kept] == [other] and len(data["baselines"]) == 2
+    assert {b["made_with"]["cpu"]: b["scores"]["dino"]["stsb"] for b in data["baselines"]} == {how["cpu"]: 51.0,
+                                                                                               other["cpu"]: 60.0}
 
 
 def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encoder_dir, sts_data_dir):
@@ -124,26 +154,30 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     made = dsgen("regress", *common, "--methods", "base", "--update", env=env)
     assert made.returncode == 0, made.stderr
     data = json.loads(baseline.read_text())
-    assert data["preset"] == "tiny" and set(data["scores"]) == {"base"} and data["tolerance"] == 1.0
+    (entry,) = data["baselines"]
+    assert data["preset"] == "tiny" and set(entry["scores"]) == {"base"} and data["tolerance"] == 1.0
     ok = dsgen("regress", *common, env=env)
-    assert ok.returncode == 0 and "within 1.0" in ok.stdout
-    data["scores"]["base"]["sts16"] += 2.5
+    assert ok.returncode == 0 and "within 1.0" in ok.stdout and "made the same way (float32 evaluation" in ok.stdout
+    entry["scores"]["base"]["sts16"] += 2.5
     baseline.write_text(json.dumps(data))
     bad = dsgen("regress", *common, "--tolerance", "1.0", env=env)
     assert bad.returncode == 1 and "REGRESSED" in bad.stdout and "-2.50" in bad.stdout
     assert dsgen("regress", *common, "--tolerance", "3", env=env).returncode == 0
-    # how it was made is recorded; a rerun made otherwise (here: a baseline said to be from another CPU) says so
-    assert data["made_with"]["eval_dtype"] == "float32" and data["made_with"]["cpu"]
-    data["made_with"] = {"eval_dtype": "bfloat16", "cpu": "AVX512_OTHER"}
-    data["scores"]["base"]["sts16"] -= 2.5
+    # how it was made is recorded; with no entry made like the rerun (here: one said to be from another CPU) it says so
+    assert entry["made_with"]["eval_dtype"] == "float32" and entry["made_with"]["cpu"]
+    entry["made_with"] = {"eval_dtype": "bfloat16", "cpu": "AVX512_OTHER"}
+    entry["scores"]["base"]["sts16"] -= 2.5
     data["tolerance"], data["note"] = 1.7, "tolerance 1.7 from the seed spread"
     baseline.write_text(json.dumps(data))
     other = dsgen("regress", *common, env=env)
-    assert other.returncode == 0 and "made differently from the baseline (eval dtype bfloat16 -> float32" in other.stdout
-    # --update without --tolerance keeps the baseline's chosen tolerance and its note (it wrote 1.0 over 1.7)
-    assert dsgen("regress", *common, "--methods", "base", "--update", env=env).returncode == 0
+    assert other.returncode == 0 and "checked against the one made with bfloat16 evaluation on AVX512_OTHER" in other.stdout
+    # --update without --tolerance keeps the baseline's chosen tolerance and its note (it wrote 1.0 over 1.7), and
+    # adds this machine's entry beside the other machine's
+    updated = dsgen("regress", *common, "--methods", "base", "--update", env=env)
+    assert updated.returncode == 0 and "kept the one made with bfloat16 evaluation on AVX512_OTHER" in updated.stdout
     kept = json.loads(baseline.read_text())
     assert kept["tolerance"] == 1.7 and kept["note"] == "tolerance 1.7 from the seed spread"
+    assert [b["made_with"]["cpu"] for b in kept["baselines"]][1:] == ["AVX512_OTHER"]
     assert dsgen("regress", *common, "--methods", "base", "--update", "--tolerance", "2", env=env).returncode == 0
     assert json.loads(baseline.read_text())["tolerance"] == 2.0
 
@@ -153,6 +187,7 @@ def tiny_preset(tmp_path_factory, tiny_lm_dir, tiny_encoder_dir):
     path = tmp_path_factory.mktemp("preset") / "tiny.toml"
     path.write_text(f"""seeds = [1, 2]
 max_inputs = 12
+dev_max_inputs = 12
 tasks = ["sts16"]
 [generation]
 generator = "{tiny_lm_dir}"

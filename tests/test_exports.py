@@ -17,6 +17,7 @@ def exported(tmp_path_factory, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
     preset.write_text(f"""seeds = [1]
 data_seeds = [3]
 max_inputs = 10
+dev_max_inputs = 10
 tasks = ["sts16", "stsb"]
 [generation]
 generator = "{tiny_lm_dir}"
@@ -150,3 +151,20 @@ def test_the_minilm_export_matches_the_numbers_mteb_publishes(tmp_path, sts_data
     got = {t.task_name: t.scores["test"][0]["main_score"] * 100 for t in model.task_results}
     for task, published in MTEB_MINILM_L6.items():
         assert got[names[task]] == pytest.approx(published, abs=0.011), task
+
+
+def test_a_folder_exported_again_under_the_same_name_loads_its_new_pairs(tmp_path):
+    """`datasets` keys its cache of a local folder by the folder's name and the card's file patterns:
+    the Parquet files are named by their contents, so a second export named like the first is not
+    answered with the first one's rows from the cache."""
+    from datasets import load_dataset
+
+    from dsgen.data.pairs import Pair
+    from dsgen.export.dataset_folder import DatasetExport, write_dataset_folder
+
+    loaded = []
+    for n, where in ((11, "a"), (27, "b")):
+        pairs = [Pair(f"sentence {i}", f"other {i}", 0.5) for i in range(n)]
+        folder = write_dataset_folder(DatasetExport("x", {"train": pairs}), tmp_path / where / "ds")
+        loaded.append(len(load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))["train"]))
+    assert loaded == [11, 27]

@@ -23,6 +23,7 @@ from dsgen.artifacts import read_json, sidecar_path
 from dsgen.data.pairs import Pair, read_pairs
 from dsgen.errors import DsgenError
 from dsgen.export import provenance, staged_folder
+from dsgen.identity import content_key
 
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
@@ -133,15 +134,20 @@ def write_dataset_folder(export: DatasetExport, folder: Path) -> Path:
     from huggingface_hub import DatasetCard, DatasetCardData
 
     method = export.run.get("method")
+    rows = {name: _rows(pairs) for name, pairs in export.splits.items()}
+    # The files are named by their contents: `datasets` keys its cache of a local folder by the card's
+    # file patterns (not by the files' contents or mtimes), so a folder re-exported under the same name
+    # with other pairs would otherwise load the stale copy.
+    files = {name: f"data/{name}-{content_key(r)}-00000-of-00001.parquet" for name, r in rows.items()}
     data = DatasetCardData(
         license="other", language=["en"], task_categories=["sentence-similarity"],
         tags=["synthetic", "dsgen", *([method] if method else [])],
         size_categories=[size_category(sum(len(p) for p in export.splits.values()))], pretty_name=export.name,
         configs=[{"config_name": "default",
-                  "data_files": [{"split": name, "path": f"data/{name}-*.parquet"} for name in export.splits]}])
+                  "data_files": [{"split": name, "path": path} for name, path in files.items()]}])
     with staged_folder(Path(folder)) as stage:
         (stage / "data").mkdir()
-        for name, pairs in export.splits.items():
-            Dataset.from_list(_rows(pairs)).to_parquet(str(stage / "data" / f"{name}-00000-of-00001.parquet"))
+        for name, r in rows.items():
+            Dataset.from_list(r).to_parquet(str(stage / files[name]))
         DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card_body(export)}").save(stage / "README.md")
     return Path(folder)

@@ -55,7 +55,7 @@ def decode_chunk(decoder: DebiasedDecoder, chunk: Chunk,
     for item, outs in zip(chunk.items, results):
         for o in outs:
             rows.append({"x1": item.x1, "label": item.label, "text": o.text, "accepted": o.accepted,
-                         "attempt": o.attempt, "n_tokens": o.n_tokens})
+                         "rejected": o.rejected, "attempt": o.attempt, "n_tokens": o.n_tokens})
     work: dict[str, Any] = {k: v - before.get(k, 0) for k, v in decoder.stats.items()}
     if decoder.numerics is not None:
         work["numerics"] = decoder.numerics.summary()

@@ -229,9 +229,7 @@ class DebiasedGenerator(Generator):
                 stats["sampled"] += 1
                 stats["tokens"] += row["n_tokens"]
                 if not row["accepted"]:
-                    text = row["text"]
-                    reason = "unclosed" if text is None else "empty" if not text else "newline"
-                    stats[f"rejected_{reason}"] += 1
+                    stats[f"rejected_{row['rejected']}"] += 1
                     continue
                 stats["accepted"] += 1
                 extra = {"attempt": row["attempt"]}

@@ -50,42 +50,50 @@ HEAD_BLOCK = 2048  # vocabulary columns per block of the output head (a 4.7 MB b
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
 
 
-PROBED_ROWS = 32  # row counts up to this are probed; larger ones are taken as batch-invariant
+PROBED_ROWS = 64  # every row count up to this is probed
+LARGE_ROWS = (96, 128, 129, 192, 256, 257, 384, 512)  # and these beyond it (a decode step's rows at batch 512)
+KEY_COLUMNS = 96  # key widths below this are probed (a prompt's 18-token instruction head and its input)
 LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
 
 
 @functools.lru_cache(maxsize=None)
 def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
-    """The row counts ``m <= PROBED_ROWS`` at which this CPU's float32 matrix multiply gives every
-    row the bits it gets in a batch of ``PROBED_ROWS`` rows, for linear layers of the given
-    ``(in, out)`` shapes (measured once per process and shape set, on seeded data; about 0.1 s for
-    the default set). MKL on a 2-core AMD EPYC, AVX2 or AVX-512: 4, 8 and every count from 12 on;
-    another BLAS or CPU may choose its small-batch kernels elsewhere, which is why this is probed
-    rather than written down."""
+    """The row counts at which this CPU's float32 matrix multiply gives every row the bits it gets in a
+    batch of ``LARGE_ROWS[-1]`` (512) rows, for linear layers of the given ``(in, out)`` shapes: every
+    count up to ``PROBED_ROWS`` and the sampled larger counts ``LARGE_ROWS`` (measured once per process
+    and shape set, on seeded data; about 0.2 s for the default set). MKL on a 2-core AMD EPYC, AVX2 or
+    AVX-512: 4, 8 and every count from 12 on; another BLAS or CPU may choose its small-batch kernels
+    elsewhere, which is why this is probed rather than written down."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
-    counts = set(range(1, PROBED_ROWS + 1))
+    reference = LARGE_ROWS[-1]
+    counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
     for k, n in shapes:
         w = torch.randn(n, k, generator=gen)
-        x = torch.randn(PROBED_ROWS, k, generator=gen)
+        x = torch.randn(reference, k, generator=gen)
         full = torch.nn.functional.linear(x, w)
         counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
-                                           for s in (0, PROBED_ROWS - m))}
+                                           for s in (0, reference - m))}
     return tuple(sorted(counts))
 
 
 def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
-    """The smallest row count >= ``rows`` among ``counts`` (default: :func:`invariant_counts` of the
-    default shapes), at which a linear layer gives each row the bits it gets in any large batch;
-    ``rows`` itself when none is (or beyond the probe)."""
-    return next((m for m in (invariant_counts() if counts is None else counts) if m >= rows), rows)
+    """The row count to pad a step of ``rows`` rows to, so that a linear layer gives each row the bits
+    it gets in any large batch: the smallest probed count >= ``rows`` among ``counts`` (default:
+    :func:`invariant_counts` of the default shapes). Beyond ``PROBED_ROWS``, where only a sample of
+    counts is probed: ``rows`` itself when every sampled count passed (the large-batch kernel is taken
+    as one regime), else the next sampled count that passed; ``rows`` itself beyond every probe."""
+    counts = invariant_counts() if counts is None else counts
+    if rows > PROBED_ROWS and set(LARGE_ROWS) <= set(counts):
+        return rows
+    return next((m for m in counts if m >= rows), rows)
 
 
 @functools.lru_cache(maxsize=None)
 def invariant_key_columns(head_dim: int) -> int:
     """The fewest key columns from which this CPU's batched matrix multiply of queries by keys
-    (``[M, D] x [D, L]``) gives every score the bits it gets at ``PROBED_ROWS`` columns, for the
+    (``[M, D] x [D, L]``) gives every score the bits it gets at ``KEY_COLUMNS`` (96) columns, for the
     query row counts a prefill uses (probed once per head size). MKL on a 2-core AMD EPYC, AVX2 or
     AVX-512: 12 for ``D`` from 16 to 128, 13 for ``D`` = 8. A prefill pads its keys
     to at least this many (masked zeros), so that a short prompt batched alone gets the bits it
@@ -96,9 +104,9 @@ def invariant_key_columns(head_dim: int) -> int:
     smallest = 1
     for m in (4, 8, 12, 16):
         q = torch.randn(2, m, head_dim, generator=gen)
-        k = torch.randn(2, PROBED_ROWS, head_dim, generator=gen)
+        k = torch.randn(2, KEY_COLUMNS, head_dim, generator=gen)
         full = torch.bmm(q, k.transpose(1, 2))
-        for n in range(PROBED_ROWS - 1, 0, -1):
+        for n in range(KEY_COLUMNS - 1, 0, -1):
             if not torch.equal(torch.bmm(q, k[:, :n].transpose(1, 2)), full[..., :n]):
                 smallest = max(smallest, n + 1)
                 break
@@ -276,5 +284,5 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["invariant_counts", "invariant_rows", "invariant_key_columns", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
+__all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "invariant_key_columns", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
            "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]

@@ -98,6 +98,16 @@ class DecodeOutput:
     def n_tokens(self) -> int:
         return len(self.tokens)
 
+    @property
+    def rejected(self) -> str | None:
+        """Why the output rules refused it (None: accepted): ``newline`` (a newline before the closing
+        quote, which also ends a group early), ``unclosed`` (no closing quote) or ``empty``."""
+        if self.accepted:
+            return None
+        if "\n" in (self.raw if self.text is None else self.text):
+            return "newline"
+        return "unclosed" if self.text is None else "empty"
+
 
 def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: float) -> Any:
     """Self-debiasing of next-token distributions (Schick et al., 2021, eq. for alpha).
@@ -337,7 +347,8 @@ class DebiasedDecoder:
         max_rows: most sequences (main + counter rows) decoded at once, counted as if no row were
             shared (so the schedule, and with it every output, does not depend on sharing).
         rules: :class:`OutputRules` (default: DINO's, closing quote ``"``).
-        end_ids: the model's end-of-text ids (suppressed, or ending a group when ``suppress_eos`` is off).
+        end_ids: the model's end-of-text ids (suppressed, or ending a group when ``suppress_eos`` is off),
+            when ``rules`` is not given (the rules hold the one filtered list: ``end_ids`` reads it).
         prefill_batch: prompts prefilled together.
         spare_columns: cache columns beyond the longest row (:class:`ActiveBatch`): memory against how
             often live columns move left.
@@ -360,13 +371,15 @@ class DebiasedDecoder:
         self.prefill_batch = prefill_batch
         self.spare_columns = spare_columns
         self.share_rows = share_rows
-        if end_ids is None:
-            from dsgen.models import end_of_text_ids
+        if rules is None:
+            if end_ids is None:
+                from dsgen.models import end_of_text_ids
 
-            end_ids = end_of_text_ids(model, tokenizer)
-        self.end_ids = list(end_ids)
-        vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else None
-        self.rules = rules or OutputRules(tokenizer, vocab, end_ids=self.end_ids)
+                end_ids = end_of_text_ids(model, tokenizer)
+            head = model.get_output_embeddings()
+            vocab = int(head.weight.shape[0]) if head is not None else None
+            rules = OutputRules(tokenizer, vocab, end_ids=end_ids)
+        self.rules = rules  # holds the one filtered list of end-of-text ids (``rules.end_ids``)
         self.device = next(model.parameters()).device
         self.stats = {"forward_rows": 0, "prefill_tokens": 0, "unshared_rows": 0, "steps": 0, "prefill_batches": 0,
                       "prefill_suffix_batches": 0}
@@ -374,6 +387,11 @@ class DebiasedDecoder:
 
     def blocked_ids(self) -> list[int]:
         return self.rules.blocked(self.sampling.suppress_eos)
+
+    @property
+    def end_ids(self) -> list[int]:
+        """The end-of-text ids the logits have (filtered once, by :class:`OutputRules`)."""
+        return self.rules.end_ids
 
     @property
     def newline_stops(self) -> bool:

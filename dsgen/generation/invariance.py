@@ -177,16 +177,17 @@ class _IdTokenizer:
 
 def _prompts(model: Any, seed: int = 0) -> list[list[int]]:
     """Seeded token ids shaped like a chunk's prompts: instruction heads of 6 and 18 tokens (DINO's
-    x1 and x2 instructions) shared by prompts whose own tails are 2 to 13 tokens long (the inputs),
-    and a few prompts that share nothing (widths on both sides of 8 and 16 vector lanes)."""
+    x1 and x2 instructions) shared by prompts whose own tails are 2 to 40 tokens long (the inputs),
+    and a few prompts that share nothing (widths on both sides of 8 and 16 vector lanes, and up to
+    58 key columns)."""
     import torch
 
     vocab = int(model.get_output_embeddings().weight.shape[0])
     gen = torch.Generator().manual_seed(seed)
     ids = lambda n: torch.randint(1, vocab, (n,), generator=gen).tolist()  # noqa: E731
     heads = [ids(6), ids(18)]
-    out = [heads[i % 2] + ids(n) for i, n in enumerate((2, 3, 5, 9, 13))]
-    return out + [ids(n) for n in (3, 7, 13)]
+    out = [heads[i % 2] + ids(n) for i, n in enumerate((2, 3, 5, 9, 13, 40))]
+    return out + [ids(n) for n in (3, 7, 13, 50)]
 
 
 def _prefill_failures(model: Any, texts: Sequence[str]) -> tuple[Any, list[str]]:
@@ -235,13 +236,14 @@ def _steps(model: Any, rows: int) -> list[list[int]]:
     return [[1 + (7 * i + 3 * s) % (vocab - 1) for i in range(rows)] for s in range(2)]
 
 
-def _decode_failures(model: Any, bank: Any, rows: int = 17) -> list[str]:
-    """A row's logits after two decode steps are the same bits in any batch, slot and row count."""
+def _decode_failures(model: Any, bank: Any, rows: int = 80) -> list[str]:
+    """A row's logits after two decode steps are the same bits in any batch, slot and row count
+    (small steps padded to a probed count, and steps beyond the counts probed one by one)."""
     import torch
 
     steps = _steps(model, rows)
     full = _decode_logits(model, bank, range(rows), steps)
-    for lo, hi in ((0, 1), (3, 6), (2, 15)):
+    for lo, hi in ((0, 1), (3, 6), (2, 15), (9, 80)):
         if not torch.equal(_decode_logits(model, bank, range(lo, hi), steps), full[lo:hi]):
             return [f"decode rows {lo}-{hi} of {rows}"]
     return []

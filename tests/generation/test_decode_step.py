@@ -19,15 +19,27 @@ PROMPTS = ['Say "', 'Tell me "', 'A longer prompt here "', 'Task: "x" then "', '
 
 
 def test_invariant_row_counts():
-    from dsgen.generation.decode_step import PROBED_ROWS, invariant_counts
+    from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS, invariant_counts
 
     counts = invariant_counts()
-    assert counts and counts[-1] == PROBED_ROWS  # the probe's full batch is invariant by definition
-    padded = [invariant_rows(n) for n in range(1, 2 * PROBED_ROWS)]
+    assert counts and counts[-1] == LARGE_ROWS[-1]  # the probe's full batch is invariant by definition
+    padded = [invariant_rows(n) for n in range(1, 2 * LARGE_ROWS[-1])]
     assert all(p >= n and (p in counts or n > PROBED_ROWS) for n, p in enumerate(padded, 1))
-    assert padded == sorted(padded) and invariant_rows(1000) == 1000
+    assert padded == sorted(padded) and invariant_rows(5000) == 5000
     if torch.backends.cpu.get_cpu_capability() == "AVX2" and torch.backends.mkl.is_available():
         assert padded[:14] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14]  # MKL on an AVX2 CPU, as measured
+
+
+def test_a_large_step_is_padded_to_a_sampled_count_when_the_large_regime_is_not_invariant():
+    """Beyond the counts probed one by one only a sample is probed: when one of the sample fails, larger
+    steps are padded to the next sampled count that passed instead of being taken as invariant."""
+    from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS
+
+    dense = tuple(range(12, PROBED_ROWS + 1))
+    assert invariant_rows(100, dense + LARGE_ROWS) == 100  # every sampled count passed: no padding
+    without_128 = dense + tuple(m for m in LARGE_ROWS if m != 128)
+    assert invariant_rows(100, without_128) == 129 and invariant_rows(70, without_128) == 96
+    assert invariant_rows(600, without_128) == 600  # beyond every probe
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])
@@ -35,10 +47,10 @@ def test_linear_layers_give_every_row_the_same_bits_at_invariant_row_counts(k, n
     """The property :func:`invariant_rows` relies on (MKL on this machine); if it fails on another
     CPU, sharing rows there is exact only up to float rounding."""
     torch.manual_seed(0)
-    w, x = torch.randn(n, k), torch.randn(64, k)
+    w, x = torch.randn(n, k), torch.randn(512, k)
     full = torch.nn.functional.linear(x, w)
-    for rows in sorted({invariant_rows(r) for r in range(1, 64)}):
-        for start in (0, 64 - rows):
+    for rows in sorted({invariant_rows(r) for r in (*range(1, 80), 100, 128, 200, 256, 300, 512)}):
+        for start in (0, 512 - rows):
             assert torch.equal(torch.nn.functional.linear(x[start:start + rows], w), full[start:start + rows])
 
 

@@ -400,7 +400,7 @@ def test_an_end_of_text_id_beyond_the_vocabulary_is_ignored_not_a_crash():
     dec = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=4), end_ids=ends)
     (outs,) = dec.decode([DecodeRequest('Say "', n=2)], seed=0)
     assert len(outs) == 2 and all(tok.eos_token_id not in o.tokens for o in outs)
-    assert dec.blocked_ids() == [tok.eos_token_id]
+    assert dec.blocked_ids() == [tok.eos_token_id] and dec.end_ids == [tok.eos_token_id] == dec.rules.end_ids
     (ref,) = reference_decode(model, tok, [DecodeRequest('Say "', n=1)], SamplingConfig(max_new_tokens=4), seed=0,
                               end_ids=ends)
     assert len(ref) == 1
@@ -420,3 +420,18 @@ def test_an_output_the_core_ended_at_a_newline_is_the_same_output_as_the_referen
     assert (core[0].accepted, core[0].text) != (ref[0].accepted, ref[0].text)  # what test_gpu.py compared before
     assert same_output(core[0], ref[0])
     assert not same_output(core[0], DecodeOutput("a", "a", [ids(tok, "a")], 1, True, [0.0]))
+
+
+def test_rejected_outputs_are_counted_by_their_own_reason():
+    """A group ended at a newline has no text (no closing quote came): it is a newline rejection,
+    not an unclosed one (the sidecar's counts were all `unclosed` before)."""
+    from dsgen.generation.decoding import DecodeOutput
+
+    def reason(text, raw, ok=False):
+        return DecodeOutput(text, raw, [1], 0, ok).rejected
+
+    assert reason(None, "A man\n") == "newline"
+    assert reason(None, "A man walks") == "unclosed"
+    assert reason("", '"') == "empty"
+    assert reason("A man\nwalks", 'A man\nwalks"') == "newline"
+    assert reason("A man walks.", 'A man walks."', ok=True) is None
