@@ -32,7 +32,7 @@ def run(model: str = "minilm-l6", tasks: str | None = "mteb", data_dir: str | No
     from dsgen.console import console as make_console
     from dsgen.evaluation.evaluator import TOKEN_BUDGET, StsEvaluator, pair_cosines, score_cosine
     from dsgen.evaluation.tasks import parse_tasks
-    from dsgen.models import load_encoder
+    from dsgen.encoders import load_encoder
 
     console = make_console()
     names = parse_tasks(tasks)

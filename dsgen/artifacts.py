@@ -21,6 +21,12 @@ from dsgen.errors import DsgenError
 SIDECAR_SUFFIX = ".meta.json"
 
 
+def cache_dir() -> Path:
+    """dsgen's own cache (dequantised checkpoints, Hub copies of the STS data): ``$DSGEN_CACHE_DIR``,
+    default ``~/.cache/dsgen``."""
+    return Path(os.environ.get("DSGEN_CACHE_DIR", Path.home() / ".cache" / "dsgen"))
+
+
 def ensure_writable_dir(path: Path) -> Path:
     """Create ``path`` if needed; a one-line error if it cannot be written."""
     try:
@@ -120,9 +126,30 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _exact(obj: Any, where: str = "value") -> None:
+    """Raise unless ``obj`` is made of values JSON represents exactly: None, bool, int, float, str,
+    lists and tuples of them, and dicts with string keys (``{1: x}`` and ``{"1": x}`` would collide)."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _exact(v, f"{where}[{i}]")
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"stable_hash: {where} has a key of type {type(k).__name__} ({k!r}); keys must be strings")
+            _exact(v, f"{where}.{k}")
+        return
+    raise TypeError(f"stable_hash: {where} is a {type(obj).__name__} ({obj!r:.80}), which JSON does not represent "
+                    "exactly; convert it to a plain value (a string, number, list or dict) first")
+
+
 def stable_hash(obj: Any, length: int = 16) -> str:
-    """A content hash of any JSON-able object (key order does not matter)."""
-    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+    """A content hash of a plain JSON value (key order does not matter). A value JSON would not
+    represent exactly (a path, a set, an object) raises instead of being hashed by its ``str()``."""
+    _exact(obj)
+    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()[:length]
 
 

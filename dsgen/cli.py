@@ -79,30 +79,47 @@ def _backend(backend: str, address: Optional[str], workers: Optional[int], devic
 # -- generation and evaluation --------------------------------------------------------------------
 
 
+def _config_default(cls: type, name: str) -> Any:
+    """The default of a config field (nested ``sampling.top_k``), for help texts: defaults live in the config."""
+    import dataclasses
+
+    head, _, rest = name.partition(".")
+    f = {f.name: f for f in dataclasses.fields(cls)}[head]
+    if rest:
+        return _config_default(f.default_factory().__class__, rest)  # type: ignore[misc]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+
+
+def _generation_help(text: str, name: str) -> str:
+    from dsgen.generation.debiased import GenerationConfig
+
+    return f"{text} (default: {_config_default(GenerationConfig, name)})"
+
+
 @app.command()
 def generate(
-    task: str = typer.Option("sts-x2", help="Task spec: sts-x2, sts-x1, gense, or a DINO-format JSON file."),
+    task: Optional[str] = typer.Option(None, help=_generation_help("Task spec: sts-x2, sts-x1, gense, or a DINO-format JSON file.", "task")),
     inputs: Optional[str] = typer.Option(None, help="x1 source: stsb-train, a text file (one per line) or an sts-x1 JSONL."),
     max_inputs: Optional[int] = typer.Option(None, help="Use only the first N inputs."),
-    per_label: int = typer.Option(5, help="Continuations drawn per (x1, label) (DINO: 5; postprocessing keeps 2)."),
-    max_attempts: int = typer.Option(1, help="Tries per (x1, label); >1 re-samples rejected outputs (not DINO's)."),
-    entries_per_label: int = typer.Option(100, help="Sentences per label for tasks without inputs (sts-x1)."),
-    generator: str = typer.Option("smollm2-135m", help="smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file."),
-    decay: float = typer.Option(100.0, help="Self-debiasing decay constant lambda (0: off)."),
-    top_k: int = typer.Option(5, help="Top-k for tasks with inputs (0: off)."),
-    top_p: float = typer.Option(0.9, help="Top-p."),
-    max_new_tokens: int = typer.Option(40, help="Most tokens per output."),
+    per_label: Optional[int] = typer.Option(None, help=_generation_help("Continuations drawn per (x1, label) (postprocessing keeps 2).", "per_label")),
+    max_attempts: Optional[int] = typer.Option(None, help=_generation_help("Tries per (x1, label); >1 re-samples rejected outputs (not DINO's).", "max_attempts")),
+    entries_per_label: Optional[int] = typer.Option(None, help=_generation_help("Sentences per label for tasks without inputs (sts-x1).", "entries_per_label")),
+    generator: Optional[str] = typer.Option(None, help=_generation_help("smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file.", "generator")),
+    decay: Optional[float] = typer.Option(None, help=_generation_help("Self-debiasing decay constant lambda (0: off).", "sampling.decay_constant")),
+    top_k: Optional[int] = typer.Option(None, help=_generation_help("Top-k for tasks with inputs (0: off).", "sampling.top_k")),
+    top_p: Optional[float] = typer.Option(None, help=_generation_help("Top-p.", "sampling.top_p")),
+    max_new_tokens: Optional[int] = typer.Option(None, help=_generation_help("Most tokens per output.", "sampling.max_new_tokens")),
     no_counter_labels: bool = typer.Option(False, "--no-counter-labels", help="Ignore the spec's counter labels."),
-    batch_size: int = typer.Option(128, help="Most sequences (main + counter rows) decoded together."),
-    chunk_inputs: int = typer.Option(32, help="Inputs per resumable chunk."),
-    device: str = typer.Option("auto", help="cpu, cuda or auto."),
-    dtype: str = typer.Option("float32", help="float32 (DINO), bfloat16 or float16."),
+    batch_size: Optional[int] = typer.Option(None, help=_generation_help("Most sequences (main + counter rows) decoded together.", "batch_size")),
+    chunk_inputs: Optional[int] = typer.Option(None, help=_generation_help("Inputs per resumable chunk.", "chunk_inputs")),
+    device: Optional[str] = typer.Option(None, help=_generation_help("cpu, cuda or auto.", "device")),
+    dtype: Optional[str] = typer.Option(None, help=_generation_help("float32 (DINO), bfloat16 or float16.", "dtype")),
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     workers: WorkersOpt = None,
     cpus_per_worker: CpusPerWorkerOpt = None,
     data_dir: DataDirOpt = None,
-    seed: int = typer.Option(42, help="Random seed."),
+    seed: Optional[int] = typer.Option(None, help=_generation_help("Random seed.", "seed")),
     fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming finished chunks."),
     out: Path = typer.Option(Path("pairs.jsonl"), help="Output JSONL (a .meta.json sidecar is written beside it)."),
     quiet: QuietOpt = False,
@@ -110,23 +127,31 @@ def generate(
     """Generate a labelled pair dataset with self-debiased decoding (DINO)."""
     from dsgen.artifacts import check_writable_target
     from dsgen.data.inputs import load_inputs
-    from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
-    from dsgen.generation.decoding import SamplingConfig
+    from dsgen.generation import GENERATORS, GenerationContext
     from dsgen.taskspec import load_task_spec
 
-    cfg = GenerationConfig(task=task, generator=generator, per_label=per_label, max_attempts=max_attempts,
-                           entries_per_label=entries_per_label, counter_labels=not no_counter_labels,
-                           sampling=SamplingConfig(decay_constant=decay, top_k=top_k, top_p=top_p,
-                                                   max_new_tokens=max_new_tokens),
-                           batch_size=batch_size, chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed).check()
-    load_task_spec(task, with_inputs=inputs is not None)  # validate before loading anything heavy
+    # only what the user set: every other value is the config class's default
+    sampling = {k: v for k, v in dict(decay_constant=decay, top_k=top_k, top_p=top_p,
+                                      max_new_tokens=max_new_tokens).items() if v is not None}
+    given = {k: v for k, v in dict(task=task, generator=generator, per_label=per_label, max_attempts=max_attempts,
+                                   entries_per_label=entries_per_label, batch_size=batch_size,
+                                   chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed).items()
+             if v is not None}
+    if no_counter_labels:
+        given["counter_labels"] = False
+    cls = GENERATORS.get("debiased")
+    cfg = cls.config_class.from_dict({**given, **({"sampling": sampling} if sampling else {})}).check()
+    load_task_spec(cfg.task, with_inputs=inputs is not None)  # validate before loading anything heavy
     check_writable_target(out)
     texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
-    gen = DebiasedGenerator(cfg, backend=_backend(backend, address, workers, device, cpus_per_worker))
+    context = GenerationContext(data_dir=data_dir, backend=_backend(backend, address, workers, device, cpus_per_worker),
+                                progress=not quiet)
+    gen = cls.build(cfg, context)
     if gen.backend is None:
         gen.lm  # load (and fail on a bad model or device) before anything is written
     pairs = gen.generate(texts, out, progress=not quiet, resume=not fresh)
-    lm = gen.lm.describe() if gen.backend is None else {"name": generator, "load_seconds": "-", "dequantised_cache_hit": True}
+    lm = gen.lm.describe() if gen.backend is None else {"name": cfg.generator, "load_seconds": "-",
+                                                         "dequantised_cache_hit": True}
     _console().print(f"wrote {len(pairs)} pairs to {out} (generator {lm['name']}, loaded in {lm['load_seconds']} s, "
                      f"dequantised cache {'hit' if lm['dequantised_cache_hit'] else 'built'})")
 
@@ -146,7 +171,8 @@ def eval_cmd(
     from dsgen.evaluation.evaluator import StsEvaluator
     from dsgen.evaluation.tables import comparison_frame, to_rich
     from dsgen.evaluation.tasks import parse_tasks
-    from dsgen.models import check_device, load_encoder
+    from dsgen.encoders import load_encoder
+    from dsgen.models import check_device
 
     names = parse_tasks(tasks)
     if batch_size < 1:
@@ -160,7 +186,11 @@ def eval_cmd(
     evaluator = StsEvaluator(names, data_dir, batch_size, preprocess=preprocess)
     evaluator.pairs  # fail on bad data before loading the model
     with using_data_dir(data_dir):
-        result = evaluator.evaluate(load_encoder(model, device), name=model)
+        from dsgen.export.model_folder import folder_template
+
+        # a kept model folder carries the text template it was trained and scored with (GenSE's prompt)
+        template = folder_template(Path(model)) if Path(model).is_dir() else None
+        result = evaluator.evaluate(load_encoder(model, device), name=model, template=template)
     result.extra["evaluation_data"] = {"fingerprint": evaluator.fingerprint(), "preprocess": preprocess}
     result.save(path)
     console = _console()
@@ -463,7 +493,7 @@ def curve_cmd(
     """Each method's score as the generation inputs grow (one preset copy per size); Markdown, CSV, PNG."""
     from dataclasses import replace
 
-    from dsgen.encoders import describe_encoder
+    from dsgen.models import describe_encoder
     from dsgen.evaluation.curve import curve_points
     from dsgen.evaluation.tables import curve_frame, tasks_text, to_rich, write_curve
     from dsgen.planning import plan_run
@@ -604,7 +634,7 @@ def claims_cmd(
     from dsgen.artifacts import atomic_open, write_json
     from dsgen.claims import claim_methods, judge_all, load_claims
     from dsgen.claims.report import claims_chart, claims_markdown
-    from dsgen.encoders import describe_encoder
+    from dsgen.models import describe_encoder
     from dsgen.runner import run_many
 
     known = ("dino", "rise", "gense", "control")

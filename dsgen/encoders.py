@@ -11,8 +11,9 @@ preset's ``[training] encoder``)::
 
     lm:<causal LM name>?layers=6&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1
 
-and :data:`ENCODER_ALIASES` name the specs the presets use. Tables name an encoder by its alias
-and the spec it resolves to (:func:`describe_encoder`).
+and :data:`dsgen.models.ENCODER_ALIASES` name the specs the presets use (the specs are parsed in
+:mod:`dsgen.models`, beside the generator aliases). Tables name an encoder by its alias
+and the spec it resolves to (:func:`dsgen.models.describe_encoder`).
 
 Why these parts (measured on STS benchmark test, README "Encoders"): the hidden states of a
 truncated LM are dominated by a few huge dimensions, so two random sentences have cosine ~0.9
@@ -25,113 +26,11 @@ keeps the 49k x 576 token-embedding matrix out of AdamW (most of a step's time o
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-
-PREFIX = "lm:"
-POOLINGS = ("mean", "mean-skip-first", "last")
-STATS_SOURCE = "stsb-train-distinct"
-STATS_SENTENCES = 2000
-
-# alias -> spec (see the README's "Encoders" section for how these were chosen)
-ENCODER_ALIASES: dict[str, str] = {
-    "smollm2-l6": "lm:smollm2-135m?layers=6&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
-    "smollm2-l4": "lm:smollm2-135m?layers=4&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
-}
-OPTIONS = ("layers", "pooling", "token_norm", "standardize", "freeze_embeddings")
-
-
-@dataclass(frozen=True)
-class CausalEncoderSpec:
-    """A causal LM used as a sentence encoder.
-
-    Args:
-        base: the LM (alias, ``.gguf`` file, directory or Hub id), as for generators.
-        layers: keep only its first ``layers`` transformer blocks (0: all).
-        pooling: ``mean`` over tokens, ``mean-skip-first`` (without the first position, an attention
-            sink in causal LMs), or ``last`` token.
-        token_norm: keep the LM's final norm on the token states (off: the raw residual stream).
-        standardize: per-dimension standardisation of the pooled embedding (module docstring).
-        freeze_embeddings: keep the token-embedding matrix fixed in training.
-    """
-
-    base: str
-    layers: int = 0
-    pooling: str = "mean"
-    token_norm: bool = True
-    standardize: bool = False
-    freeze_embeddings: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_string(self) -> str:
-        opts = [f"layers={self.layers}", f"pooling={self.pooling}", f"token_norm={int(self.token_norm)}",
-                f"standardize={int(self.standardize)}", f"freeze_embeddings={int(self.freeze_embeddings)}"]
-        return f"{PREFIX}{self.base}?{'&'.join(opts)}"
-
-
-def parse_encoder_spec(name: str) -> CausalEncoderSpec | None:
-    """The spec behind an alias or an ``lm:`` string; None for any other encoder name."""
-    text = ENCODER_ALIASES.get(name, name)
-    if not text.startswith(PREFIX):
-        return None
-    base, _, query = text[len(PREFIX):].partition("?")
-    if not base:
-        raise DsgenError(f"encoder spec '{name}' names no language model; write lm:<model>?layers=6")
-    fields: dict[str, Any] = {}
-    for part in filter(None, query.split("&")):
-        key, _, value = part.partition("=")
-        if key == "layers":
-            fields[key] = _int(name, key, value)
-        elif key == "pooling":
-            if value not in POOLINGS:
-                raise DsgenError(f"encoder spec '{name}': pooling must be one of {', '.join(POOLINGS)} (got '{value}')")
-            fields[key] = value
-        elif key in OPTIONS:
-            fields[key] = bool(_int(name, key, value))
-        else:
-            from dsgen.suggest import did_you_mean
-
-            raise DsgenError(f"encoder spec '{name}': unknown option '{key}'{did_you_mean(key, OPTIONS)}")
-    return CausalEncoderSpec(base, **fields)
-
-
-def _int(name: str, key: str, value: str) -> int:
-    try:
-        out = int(value)
-    except ValueError:
-        raise DsgenError(f"encoder spec '{name}': {key} must be an integer (got '{value}')") from None
-    if out < 0:
-        raise DsgenError(f"encoder spec '{name}': {key} must not be negative (got {out})")
-    return out
-
-
-def describe_encoder(name: str) -> str:
-    """``alias (spec)`` for an alias, the spec for an ``lm:`` string, the name otherwise."""
-    spec = parse_encoder_spec(name)
-    if spec is None:
-        return name
-    return f"{name} = {spec.to_string()}" if name in ENCODER_ALIASES else spec.to_string()
-
-
-def stats_sentences() -> list[str]:
-    """The sentences whose embedding statistics standardise an encoder (no labels)."""
-    from dsgen.data.inputs import load_inputs
-
-    return load_inputs(STATS_SOURCE, STATS_SENTENCES)
-
-
-def fingerprint_extra(spec: CausalEncoderSpec) -> dict[str, Any]:
-    """What besides the spec and the base model determines the encoder: the statistics' sentences."""
-    if not spec.standardize:
-        return {}
-    from dsgen.artifacts import stable_hash
-
-    return {"stats": {"source": STATS_SOURCE, "sentences": stable_hash(stats_sentences())}}
-
+from dsgen.models import (T5_PREFIX, CausalEncoderSpec, encoder_path, hub_source, lm_source, model_fingerprint,
+                          parse_encoder_spec, resolve_device, stats_sentences)
 
 _STATS: dict[str, Any] = {}  # statistics per (spec, base fingerprint, sentences) for this process
 
@@ -141,8 +40,6 @@ def build_encoder(spec: CausalEncoderSpec, device: str) -> Any:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-
-    from dsgen.models import lm_source
 
     source, _, local_only = lm_source(spec.base)
     config = {"num_hidden_layers": spec.layers} if spec.layers else {}
@@ -167,10 +64,9 @@ def build_encoder(spec: CausalEncoderSpec, device: str) -> Any:
                "mean-skip-first": SkipFirstMeanPooling()}[spec.pooling]
     model = SentenceTransformer(modules=[transformer, pooling], device=device)
     if spec.standardize:
-        from dsgen.artifacts import stable_hash
-        from dsgen.models import model_fingerprint
+        from dsgen.identity import model_key
 
-        key = stable_hash(model_fingerprint(spec.to_string()))  # spec, base weights and the statistics' sentences
+        key = model_key(model_fingerprint(spec.to_string()))  # spec, base weights and the statistics' sentences
         if key not in _STATS:
             with torch.inference_mode():
                 emb = model.encode(stats_sentences(), batch_size=64, convert_to_tensor=True).float().cpu()
@@ -237,8 +133,6 @@ class SkipFirstMeanPooling(_module_base()):  # type: ignore[misc]
 
 # -- GenSE's encoder: a T5 encoder-decoder, the sentence embedding its first decoder state -------------------
 
-T5_PREFIX = "t5:"
-
 
 def _transformer_base() -> type:
     from sentence_transformers.base.modules.transformer import Transformer
@@ -281,8 +175,6 @@ def build_t5_encoder(name: str, device: str, max_seq_length: int = 64) -> Any:
     """``t5:<model id or directory>``: GenSE's sentence encoder (inputs cut at 64 tokens, GenSE's ``train.sh``)."""
     from sentence_transformers import SentenceTransformer
 
-    from dsgen.models import encoder_path, hub_source
-
     path = encoder_path(name[len(T5_PREFIX):])
     local_only = hub_source(path, "encoder")[1] if not __import__("pathlib").Path(path).is_dir() else True
     try:
@@ -293,3 +185,34 @@ def build_t5_encoder(name: str, device: str, max_seq_length: int = 64) -> Any:
     except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load T5 encoder '{name}': {str(exc).splitlines()[0]}") from None
     return SentenceTransformer(modules=[module], device=device)
+
+
+# -- loading any encoder by name --------------------------------------------------------------------
+
+
+def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None = None) -> Any:
+    """A ``SentenceTransformer``: an alias, a causal-LM encoder spec (:mod:`dsgen.encoders`), or an
+    HF / sentence-transformers id or directory (a plain transformer gets mean pooling).
+
+    ``seed`` seeds any freshly initialised part (a new head or projection) without touching the
+    global random state, so the result does not depend on what ran before.
+    """
+    from pathlib import Path
+
+    from sentence_transformers import SentenceTransformer
+
+    from dsgen.seeding import seeded
+
+    device = resolve_device(device)
+    spec = parse_encoder_spec(name)
+    with seeded(seed):
+        if spec is not None:
+            return build_encoder(spec, device)
+        if name.startswith(T5_PREFIX):
+            return build_t5_encoder(name, device)
+        path = encoder_path(name)
+        local_only = Path(path).is_dir() or hub_source(path, "encoder")[1]
+        try:
+            return SentenceTransformer(path, device=device, local_files_only=local_only)
+        except (OSError, ValueError) as exc:
+            raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

@@ -1,43 +1,97 @@
 """The identity of every artefact: one key function per kind, used by everything that caches.
 
+Keys are built the way ``datasets`` builds fingerprints: each is derived from the keys of what it
+consumes, and contents are hashed, never paths. A run's key is computed from its datasets' keys
+(which hash the inputs' texts, the task spec as used and the generator model), so an edited inputs
+file, task spec or human-source file is a new key even at the same path.
+
 | artefact | key | what goes in |
 | --- | --- | --- |
-| generated dataset | :func:`dataset_key` | generator name, its coerced config, the task spec actually used, the inputs, the generator model's fingerprint |
-| run result | :func:`run_key` | the resolved plan (coerced configs), the fingerprint of every model it names, the evaluation data's fingerprint |
+| texts (inputs, statistics sentences, a source) | :func:`texts_key` | the texts, in order |
+| a file (an NLI triplet file, a GGUF file) | :func:`file_key` | its bytes |
+| generated dataset | :func:`dataset_key` | generator name and version, its coerced config, the task spec actually used, the inputs' key, the generator model's fingerprint |
+| stage of a run | :func:`stage_identity` | the component's name, version and config dict |
+| run result | :func:`run_key` | the keys of its datasets, every stage's identity, the seeds, every model's fingerprint, the sources a stage reads, the evaluation data's key and settings |
+| evaluation data | :func:`evaluation_data_key` | the exact pairs evaluated and their gold scores, per task |
 | result folder | :func:`variant_key` | what the user asked for except the seeds: method recipe, every resolved (coerced) setting of the plan, command-line overrides |
-| zero-shot discriminator score | :func:`score_key` | the scoring model's fingerprint, the prompt, the pair |
+| zero-shot judge score | :func:`score_key` | the scoring model's fingerprint, the prompt, the pair |
+| dequantised checkpoint | :func:`checkpoint_key` | the GGUF file's name, size and bytes |
 | exported file | :func:`content_key` | the rows it holds |
+| an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
+| process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
 ``100`` and ``100.0`` give one key. Model fingerprints come from :func:`dsgen.models.model_fingerprint`
-(file size + mtime + name for local files, package version for embedded models, revision when
-known for Hub ids), so a changed local file or an upgraded model package changes the key.
+(file size + mtime + name for local model files, package version for embedded models, the resolved
+commit for Hub ids). Every stage class carries a ``version`` (:class:`dsgen.component.Component`)
+that enters its keys, so a changed algorithm invalidates what it made even in an editable install,
+whose package version never changes. :func:`dsgen.artifacts.stable_hash` refuses values JSON does
+not represent exactly instead of hashing their ``str()``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from dsgen.artifacts import stable_hash
+from dsgen.artifacts import file_hash, stable_hash
 
 
-def dataset_key(generator: str, config: dict[str, Any], inputs: list[str] | None,
+def texts_key(texts: list[str] | None) -> str | None:
+    """The key of a list of texts (generation inputs, a reweighter's human source, the sentences an
+    encoder's statistics come from); None for no texts (a task that makes x1 from scratch)."""
+    return None if texts is None else stable_hash(list(texts))
+
+
+def file_key(path: str | Path) -> str:
+    """The key of a file's bytes (an NLI triplet file a trainer reads)."""
+    return file_hash(path)
+
+
+def stage_identity(component: Any) -> dict[str, Any]:
+    """What identifies a stage of a run: its component's registered name, version and config dict."""
+    return {"name": component.name, "version": component.version, "config": component.get_config_dict()}
+
+
+def dataset_key(generator: str, version: int, config: dict[str, Any], inputs: str | None,
                 spec: dict[str, Any] | None = None, model: dict[str, Any] | None = None) -> str:
     """The cache key of a generated dataset.
 
     Args:
         generator: the generator's registry name (a plug-in never reuses another generator's file).
+        version: the generator class's version (a changed algorithm is a new dataset).
         config: the generator's coerced config (``Config.to_dict()``).
-        inputs: the input texts x1 (None for tasks without inputs).
+        inputs: :func:`texts_key` of the input texts x1 (None for tasks without inputs).
         spec: the task spec as used (after counter labels are turned off, if they are).
         model: the generator model's fingerprint.
     """
-    return stable_hash({"generator": generator, "config": config, "spec": spec, "inputs": inputs, "model": model})
+    return stable_hash({"generator": generator, "version": version, "config": config, "spec": spec,
+                        "inputs": inputs, "model": model})
 
 
-def run_key(plan: dict[str, Any], models: dict[str, Any], data: str) -> str:
-    """The key of one run's result: the resolved plan, its models' fingerprints and the data's fingerprint."""
-    return stable_hash({"plan": plan, "models": models, "data": data})
+def run_key(datasets: dict[str, str | None], stages: dict[str, Any], seeds: dict[str, int | None],
+            models: dict[str, Any], sources: dict[str, str | None], evaluation: dict[str, Any]) -> str:
+    """The key of one run's result, computed before any training from the keys of what it consumes.
+
+    Args:
+        datasets: the dataset keys of its generation stages (``x1``, ``train``, ``dev``; computed
+            from the inputs' contents first, which is cheap).
+        stages: :func:`stage_identity` of every other stage (postprocessing, labeller, reweighter,
+            trainer) and the method's recipe settings that shape the data.
+        seeds: the run's data and training seeds.
+        models: the fingerprint of every model the run loads (the encoder, a reweighter's backbone).
+        sources: the keys of the texts a stage reads besides its dataset (RISE's human source).
+        evaluation: the evaluation data's key (:func:`evaluation_data_key`), tasks, text convention
+            and dtype.
+    """
+    return stable_hash({"datasets": datasets, "stages": stages, "seeds": seeds, "models": models,
+                        "sources": sources, "evaluation": evaluation})
+
+
+def evaluation_data_key(pairs: dict[str, list[Any]]) -> str:
+    """The key of the evaluation data: per task, the sentences as encoded and the gold scores, so
+    that the same pairs from any folder or Hub copy are one key, and an edited file is another."""
+    return stable_hash(pairs)
 
 
 def variant_key(method: dict[str, Any], plan: dict[str, Any], overrides: dict[str, Any]) -> str:
@@ -47,10 +101,32 @@ def variant_key(method: dict[str, Any], plan: dict[str, Any], overrides: dict[st
 
 
 def score_key(model: dict[str, Any], prompt: str, x1: str, x2: str) -> str:
-    """Key of one zero-shot discriminator score (the scoring model, its prompt, the pair)."""
+    """Key of one zero-shot judge score (the scoring model, its prompt, the pair)."""
     return stable_hash({"model": model, "prompt": prompt, "pair": [x1, x2]}, length=24)
+
+
+def checkpoint_key(gguf: Path) -> str:
+    """Names the folder of a GGUF file's dequantised checkpoint: its name, size and bytes."""
+    return f"{gguf.stem}-{gguf.stat().st_size}-{file_hash(gguf, 12)}"
 
 
 def content_key(rows: Any, length: int = 12) -> str:
     """Names an exported file by the rows it holds (a dataset folder's Parquet splits)."""
     return stable_hash(rows, length=length)
+
+
+def weights_key(model: Any) -> str:
+    """The key of an in-memory model's weights (a model handed to a generator rather than named): the
+    bytes of every parameter and buffer, in name order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode("utf-8"))
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def model_key(fingerprint: dict[str, Any]) -> str:
+    """Keys a process-local cache of values derived from a model (an encoder's statistics)."""
+    return stable_hash(fingerprint)

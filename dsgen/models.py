@@ -25,10 +25,11 @@ import importlib.util
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from dsgen.artifacts import cache_dir
 from dsgen.errors import DsgenError
 
 
@@ -50,10 +51,6 @@ EMBEDDED = {m.alias: m for m in (
 )}
 LM_ALIASES = tuple(a for a, m in EMBEDDED.items() if m.kind == "lm")
 DEVICES = ("cpu", "cuda", "auto")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("DSGEN_CACHE_DIR", Path.home() / ".cache" / "dsgen"))
 
 
 def _package_dir(alias: str) -> Path:
@@ -139,6 +136,113 @@ def resolve_dtype(dtype: str) -> Any:
     return table[dtype]
 
 
+# -- encoder specs: a causal LM as a raw sentence encoder (built by dsgen.encoders) ------------------
+
+PREFIX = "lm:"
+POOLINGS = ("mean", "mean-skip-first", "last")
+STATS_SOURCE = "stsb-train-distinct"
+STATS_SENTENCES = 2000
+
+# alias -> spec (see the README's "Encoders" section for how these were chosen)
+ENCODER_ALIASES: dict[str, str] = {
+    "smollm2-l6": "lm:smollm2-135m?layers=6&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
+    "smollm2-l4": "lm:smollm2-135m?layers=4&pooling=mean&token_norm=1&standardize=1&freeze_embeddings=1",
+}
+OPTIONS = ("layers", "pooling", "token_norm", "standardize", "freeze_embeddings")
+
+
+@dataclass(frozen=True)
+class CausalEncoderSpec:
+    """A causal LM used as a sentence encoder.
+
+    Args:
+        base: the LM (alias, ``.gguf`` file, directory or Hub id), as for generators.
+        layers: keep only its first ``layers`` transformer blocks (0: all).
+        pooling: ``mean`` over tokens, ``mean-skip-first`` (without the first position, an attention
+            sink in causal LMs), or ``last`` token.
+        token_norm: keep the LM's final norm on the token states (off: the raw residual stream).
+        standardize: per-dimension standardisation of the pooled embedding (module docstring).
+        freeze_embeddings: keep the token-embedding matrix fixed in training.
+    """
+
+    base: str
+    layers: int = 0
+    pooling: str = "mean"
+    token_norm: bool = True
+    standardize: bool = False
+    freeze_embeddings: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_string(self) -> str:
+        opts = [f"layers={self.layers}", f"pooling={self.pooling}", f"token_norm={int(self.token_norm)}",
+                f"standardize={int(self.standardize)}", f"freeze_embeddings={int(self.freeze_embeddings)}"]
+        return f"{PREFIX}{self.base}?{'&'.join(opts)}"
+
+
+def parse_encoder_spec(name: str) -> CausalEncoderSpec | None:
+    """The spec behind an alias or an ``lm:`` string; None for any other encoder name."""
+    text = ENCODER_ALIASES.get(name, name)
+    if not text.startswith(PREFIX):
+        return None
+    base, _, query = text[len(PREFIX):].partition("?")
+    if not base:
+        raise DsgenError(f"encoder spec '{name}' names no language model; write lm:<model>?layers=6")
+    fields: dict[str, Any] = {}
+    for part in filter(None, query.split("&")):
+        key, _, value = part.partition("=")
+        if key == "layers":
+            fields[key] = _int(name, key, value)
+        elif key == "pooling":
+            if value not in POOLINGS:
+                raise DsgenError(f"encoder spec '{name}': pooling must be one of {', '.join(POOLINGS)} (got '{value}')")
+            fields[key] = value
+        elif key in OPTIONS:
+            fields[key] = bool(_int(name, key, value))
+        else:
+            from dsgen.suggest import did_you_mean
+
+            raise DsgenError(f"encoder spec '{name}': unknown option '{key}'{did_you_mean(key, OPTIONS)}")
+    return CausalEncoderSpec(base, **fields)
+
+
+def _int(name: str, key: str, value: str) -> int:
+    try:
+        out = int(value)
+    except ValueError:
+        raise DsgenError(f"encoder spec '{name}': {key} must be an integer (got '{value}')") from None
+    if out < 0:
+        raise DsgenError(f"encoder spec '{name}': {key} must not be negative (got {out})")
+    return out
+
+
+def describe_encoder(name: str) -> str:
+    """``alias (spec)`` for an alias, the spec for an ``lm:`` string, the name otherwise."""
+    spec = parse_encoder_spec(name)
+    if spec is None:
+        return name
+    return f"{name} = {spec.to_string()}" if name in ENCODER_ALIASES else spec.to_string()
+
+
+def stats_sentences() -> list[str]:
+    """The sentences whose embedding statistics standardise an encoder (no labels)."""
+    from dsgen.data.inputs import load_inputs
+
+    return load_inputs(STATS_SOURCE, STATS_SENTENCES)
+
+
+def fingerprint_extra(spec: CausalEncoderSpec) -> dict[str, Any]:
+    """What besides the spec and the base model determines the encoder: the statistics' sentences."""
+    if not spec.standardize:
+        return {}
+    from dsgen.identity import texts_key
+
+    return {"stats": {"source": STATS_SOURCE, "sentences": texts_key(stats_sentences())}}
+
+T5_PREFIX = "t5:"  # ``t5:<model>``: GenSE's T5 first-decoder-state encoder (dsgen.encoders)
+
+
 # -- Hub ids --------------------------------------------------------------------------------------
 
 
@@ -187,7 +291,10 @@ def model_fingerprint(name: str) -> dict[str, Any]:
     """What identifies a model's weights, for cache keys.
 
     Embedded aliases: the package version; local files: name, size and mtime; local
-    directories: the same for each weight and config file; Hub ids: the revision when known.
+    directories: the same for each weight and config file; Hub ids: the commit of the cached copy,
+    or, before the first download, the commit the Hub serves now (one request; offline, a one-line
+    error): a key never says "revision unknown", so the first run of a Hub model is keyed like every
+    later one.
     """
     if name in EMBEDDED:
         from importlib.metadata import PackageNotFoundError, version
@@ -197,13 +304,9 @@ def model_fingerprint(name: str) -> dict[str, Any]:
             return {"model": name, "package": m.distribution, "version": version(m.distribution)}
         except PackageNotFoundError:
             return {"model": name, "package": m.distribution, "version": None}
-    from dsgen.encoders import fingerprint_extra, parse_encoder_spec
-
     spec = parse_encoder_spec(name)
     if spec is not None:
         return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base), **fingerprint_extra(spec)}
-    from dsgen.encoders import T5_PREFIX
-
     if name.startswith(T5_PREFIX):
         return {"encoder": "t5-first-decoder-state", "base": model_fingerprint(name[len(T5_PREFIX):])}
     path = Path(name)
@@ -217,7 +320,10 @@ def model_fingerprint(name: str) -> dict[str, Any]:
                 st = f.stat()
                 files.append([str(f.relative_to(path)), st.st_size, st.st_mtime_ns])
         return {"model": path.name, "files": files}
-    return {"model": name, "revision": _hub_cached_revision(name)}
+    revision = _hub_cached_revision(name)
+    if revision is None:  # not downloaded yet: the commit it will load, resolved now (or a one-line error)
+        revision, _ = hub_source(name, "model")
+    return {"model": name, "revision": revision}
 
 
 # -- causal LMs -----------------------------------------------------------------------------------
@@ -238,7 +344,16 @@ class LoadedLM:
         return {"name": self.name, "source": self.source, "load_seconds": round(self.load_seconds, 2),
                 "dequantised_cache_hit": self.from_cache, "dtype": str(self.model.dtype).replace("torch.", ""),
                 "device": str(self.model.device), "architecture": self.model.config.model_type,
-                "fingerprint": model_fingerprint(self.name)}
+                "fingerprint": self.fingerprint()}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fingerprint of the model it was loaded as (:func:`model_fingerprint`); a model built in
+        memory under a name that resolves to nothing (a test's, a benchmark's) by its weights' bytes."""
+        if self.name in EMBEDDED or Path(self.name).exists() or _hub_cached_revision(self.name) is not None:
+            return model_fingerprint(self.name)
+        from dsgen.identity import weights_key
+
+        return {"model": self.name, "weights": weights_key(self.model)}
 
     def end_ids(self) -> list[int]:
         """Every end-of-text id the model or its tokenizer declares (DINO suppresses them all)."""
@@ -292,11 +407,9 @@ def gguf_read_once() -> Iterator[None]:
 
 def dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
     """Return a directory with the dequantised GGUF weights, building it on first use."""
-    from dsgen.artifacts import file_hash
+    from dsgen.identity import checkpoint_key
 
-    stat = gguf.stat()
-    key = f"{gguf.stem}-{stat.st_size}-{file_hash(gguf, 12)}"
-    target = cache_dir() / "models" / key
+    target = cache_dir() / "models" / checkpoint_key(gguf)
     if (target / "config.json").exists():
         return target, True
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -366,6 +479,17 @@ def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str 
     return LoadedLM(model, tok, name, source, time.perf_counter() - start, from_cache)
 
 
+_LMS: dict[tuple[str, str, str], LoadedLM] = {}  # the process-wide cache of loaded causal LMs
+
+
+def shared_causal_lm(name: str, device: str = "auto", dtype: str = "float32") -> LoadedLM:
+    """Load a causal LM once per process: generation, a zero-shot judge and a labeller share it."""
+    key = (name, device, dtype)
+    if key not in _LMS:
+        _LMS[key] = load_causal_lm(name, device, dtype)
+    return _LMS[key]
+
+
 # -- sentence encoders ----------------------------------------------------------------------------
 
 
@@ -377,30 +501,3 @@ def encoder_path(name: str) -> str:
 
         return str(get_model_path())
     return name
-
-
-def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None = None) -> Any:
-    """A ``SentenceTransformer``: an alias, a causal-LM encoder spec (:mod:`dsgen.encoders`), or an
-    HF / sentence-transformers id or directory (a plain transformer gets mean pooling).
-
-    ``seed`` seeds any freshly initialised part (a new head or projection) without touching the
-    global random state, so the result does not depend on what ran before.
-    """
-    from sentence_transformers import SentenceTransformer
-
-    from dsgen.encoders import T5_PREFIX, build_encoder, build_t5_encoder, parse_encoder_spec
-    from dsgen.seeding import seeded
-
-    device = resolve_device(device)
-    spec = parse_encoder_spec(name)
-    with seeded(seed):
-        if spec is not None:
-            return build_encoder(spec, device)
-        if name.startswith(T5_PREFIX):
-            return build_t5_encoder(name, device)
-        path = encoder_path(name)
-        local_only = Path(path).is_dir() or hub_source(path, "encoder")[1]
-        try:
-            return SentenceTransformer(path, device=device, local_files_only=local_only)
-        except (OSError, ValueError) as exc:
-            raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

@@ -94,14 +94,12 @@ def _known(layer: dict[str, Any], cls: type, name: str | None = None) -> dict[st
 
 def check_preset_keys(preset: Preset) -> None:
     """A preset key that no config of its section knows is a typo: say so instead of ignoring it."""
-    from dsgen.generation.debiased import GenerationConfig
+    from dsgen.data.postprocess import PostprocessConfig
+    from dsgen.generation import GENERATORS
     from dsgen.reweighting.base import REWEIGHTERS
     from dsgen.training.base import TRAINERS
 
-    from dsgen.data.postprocess import PostprocessConfig
-    from dsgen.generation import GENERATORS
-
-    sections = {"generation": {n: getattr(GENERATORS.get(n), "config_class", GenerationConfig) for n in GENERATORS.names()},
+    sections = {"generation": {n: GENERATORS.get(n).config_class for n in GENERATORS.names()},
                 "postprocess": {"postprocess": PostprocessConfig},
                 "training": {n: TRAINERS.get(n).config_class for n in TRAINERS.names()},
                 "reweighting": {n: REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
@@ -146,13 +144,6 @@ class RunPlan:
     def run(self) -> tuple[int, int]:
         """(data seed, training seed): what names and pairs this run among a method's runs."""
         return (self.seed if self.data_seed is None else self.data_seed, self.seed)
-
-    def key(self, data: str = "") -> str:
-        """The run key (:func:`dsgen.identity.run_key`): this plan, its models' fingerprints, the data's."""
-        from dsgen.identity import run_key
-        from dsgen.models import model_fingerprint
-
-        return run_key(self.to_dict(), {m: model_fingerprint(m) for m in self.models()}, data)
 
     @property
     def variant(self) -> str:
@@ -226,7 +217,6 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     every method). ``seed`` is the training seed, ``data_seed`` the generation seed (None: the
     preset's single data seed if it has one, else ``seed``: each seed its own data)."""
     from dsgen.data.postprocess import PostprocessConfig
-    from dsgen.generation.debiased import GenerationConfig
     from dsgen.reweighting.base import REWEIGHTERS
     from dsgen.training.base import TRAINERS
 
@@ -244,7 +234,7 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     if method.generator:
         from dsgen.generation import GENERATORS
 
-        cls = getattr(GENERATORS.get(method.generator), "config_class", GenerationConfig)
+        cls = GENERATORS.get(method.generator).config_class
 
         def generation(extra_preset: dict[str, Any], recipe: dict[str, Any]) -> tuple[Any, dict[str, str]]:
             layer = _known({**preset.generation, **extra_preset}, cls, method.generator)

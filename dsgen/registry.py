@@ -19,9 +19,13 @@ class Registry(Generic[T]):
     """A named collection of objects of one kind.
 
     Args:
-        kind: what the entries are, used in error messages ("method", "task").
+        kind: what the entries are, used in error messages ("method", "trainer").
+        base_cls: when given, every entry must be a subclass of it (checked on registration, or on
+            first use of a lazy entry, as lm-evaluation-harness does); the registry sets the class's
+            ``name`` to the name it is registered under, so a name is written once.
         entry_point_group: optional ``importlib.metadata`` entry-point group whose entries
-            are registered the first time the registry is read.
+            are registered the first time the registry is read (``dsgen.trainers``: a plug-in package
+            adds a trainer as it adds a method).
         builtins: optional callable run once before the first lookup; it imports the
             modules whose decorators register the built-in entries.
 
@@ -33,9 +37,10 @@ class Registry(Generic[T]):
         1
     """
 
-    def __init__(self, kind: str, entry_point_group: str | None = None,
+    def __init__(self, kind: str, base_cls: type | None = None, entry_point_group: str | None = None,
                  builtins: Callable[[], None] | None = None) -> None:
         self.kind = kind
+        self.base_cls = base_cls
         self.entry_point_group = entry_point_group
         self._builtins = builtins
         self._entries: dict[str, Any] = {}
@@ -45,8 +50,23 @@ class Registry(Generic[T]):
         """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``."""
         if name in self._entries:
             raise DsgenError(f"{self.kind} '{name}' is registered twice; give one of them another name")
+        if not isinstance(obj, str):
+            self._accept(name, obj)
         self._entries[name] = obj
         return obj
+
+    def _accept(self, name: str, obj: Any) -> None:
+        """Check an entry against ``base_cls`` and give it its name."""
+        if self.base_cls is None:
+            return
+        if not (isinstance(obj, type) and issubclass(obj, self.base_cls)):
+            raise DsgenError(f"{self.kind} '{name}' must be a subclass of {self.base_cls.__module__}."
+                             f"{self.base_cls.__qualname__} (got {obj!r})")
+        own = obj.__dict__.get("name")
+        if own and own != name:
+            raise DsgenError(f"{self.kind} class {obj.__qualname__} is already registered as '{own}'; register a "
+                             f"subclass under '{name}'")
+        obj.name = name
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator form of :meth:`add`."""
@@ -79,6 +99,7 @@ class Registry(Generic[T]):
         if isinstance(obj, str) and ":" in obj:
             module, attr = obj.split(":", 1)
             obj = getattr(importlib.import_module(module), attr)
+            self._accept(name, obj)
             self._entries[name] = obj
         return obj
 

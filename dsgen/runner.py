@@ -32,11 +32,10 @@ from dsgen.artifacts import ensure_writable_dir, read_json, sidecar_path, write_
 from dsgen.data.pairs import Pair, read_pairs, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
+from dsgen.generation.base import GenerationContext
 from dsgen.method import get_method
 from dsgen.planning import Overrides, RunPlan, plan_run
 from dsgen.presets import Preset
-
-_LMS: dict[tuple[str, str, str], Any] = {}
 
 
 def result_path(out: Path, plan: RunPlan) -> Path:
@@ -54,14 +53,20 @@ class RunFailed(DsgenError):
         self.method, self.seed, self.reason, self.extra, self.data_seed = method, seed, message, extra, data_seed
 
 
-def shared_lm(name: str, device: str, dtype: str) -> Any:
-    """Load a generator LM once per process (generation and zero-shot discrimination share it)."""
-    key = (name, device, dtype)
-    if key not in _LMS:
-        from dsgen.models import load_causal_lm
+@dataclass
+class DataInputs:
+    """What a plan's generation stages will read, and the keys of the datasets they make: computed
+    from contents before the result cache is consulted (cheap: the inputs are read and hashed; only
+    an upstream dataset, x1 generated from scratch or the dataset another method sizes this one by,
+    is made or read from its cache)."""
 
-        _LMS[key] = load_causal_lm(name, device, dtype)
-    return _LMS[key]
+    config: Any = None                   # the generation config, with n_pairs set by size_of
+    inputs: list[str] | None = None      # the x1 texts
+    dev_inputs: list[str] | None = None  # RISE's separately generated validation set's inputs
+    human: list[str] | None = None       # the human-written inputs x1, when x1 came from a source
+    keys: dict[str, str | None] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    made_seconds: float = 0.0            # what making the upstream datasets cost
 
 
 @dataclass
@@ -99,7 +104,8 @@ class Runner:
         self.backend = backend
         self._fresh_done: set[str] = set()
         self._evaluators: dict[tuple[Any, ...], Any] = {}  # task pairs read once per runner
-        self.judge = None  # dsgen.data.quality.LabelJudge, loaded on first use
+        self.judge = None  # dsgen.evaluation.quality.LabelJudge, loaded on first use
+        self.context = GenerationContext(data_dir=data_dir, backend=backend, progress=progress)
 
     # -- where things go ---------------------------------------------------------------------
     def result_path(self, plan: RunPlan) -> Path:
@@ -118,11 +124,31 @@ class Runner:
                                                  dtype=ev["dtype"])
         return self._evaluators[key]
 
-    def run_key(self, plan: RunPlan) -> str:
+    def run_key(self, plan: RunPlan, data: DataInputs | None = None) -> str:
+        """The key of ``plan``'s result (:func:`dsgen.identity.run_key`), from the keys of what it
+        consumes: its datasets' keys (from the inputs' contents), every stage's name, version and
+        config, the seeds, the models' fingerprints, the texts a reweighter reads besides its pairs,
+        and the evaluation data's key."""
         from dsgen.data.sts import using_data_dir
+        from dsgen.identity import run_key, stage_identity, texts_key
+        from dsgen.models import model_fingerprint
+        from dsgen.reweighting.base import source_texts
 
         with using_data_dir(self.data_dir):
-            return plan.key(self.evaluator(plan).fingerprint())
+            data = data if data is not None else self.data_inputs(plan)
+            ev = self.evaluator(plan)
+            stages: dict[str, Any] = {"postprocess": plan.postprocess.to_dict() if plan.postprocess else None}
+            for stage in ("reweighter", "trainer"):
+                component = getattr(plan, stage)
+                stages[stage] = stage_identity(component) if component is not None else None
+            sources = {}
+            if plan.reweighter is not None and plan.reweighter.reads_source():
+                sources["reweighter"] = texts_key(source_texts(plan.preset.inputs, self.data_dir))
+            models = {m: model_fingerprint(m) for m in plan.models()}
+            seeds = {"data": plan.run[0] if plan.generation is not None else None,
+                     "train": plan.seed if plan.uses_seed else None}
+            evaluation = {**plan.evaluation, "data": ev.fingerprint()}
+            return run_key(data.keys, stages, seeds, models, sources, evaluation)
 
     def cached_result(self, plan: RunPlan, key: str) -> Result | None:
         path = self.result_path(plan)
@@ -150,7 +176,7 @@ class Runner:
     def generator(self, name: str, cfg: Any) -> Any:
         from dsgen.generation import GENERATORS
 
-        return GENERATORS.get(name).for_runner(cfg, self)
+        return GENERATORS.get(name).build(cfg, self.context)
 
     def dataset(self, generator: str, cfg: Any, inputs: list[str] | None) -> tuple[list[Pair], str, dict[str, Any]]:
         """Generate or reuse a dataset; returns (pairs, dataset key, its sidecar)."""
@@ -165,60 +191,76 @@ class Runner:
         self._fresh_done.add(key)
         return pairs, key, read_json(meta)
 
-    def training_data(self, plan: RunPlan) -> TrainingData:
-        """Generation (cached), then postprocessing: the pairs a plan trains and validates on."""
+    def data_inputs(self, plan: RunPlan) -> DataInputs:
+        """The inputs of ``plan``'s generation stages and the keys of the datasets they make (see
+        :class:`DataInputs`); nothing is generated but what they consume."""
         from dsgen.data.inputs import load_inputs
-        from dsgen.data.postprocess import postprocess
 
-        data = TrainingData()
+        data = DataInputs()
         if plan.generation is None:
             return data
         method, preset = plan.method, plan.preset
-        t0 = time.perf_counter()
-        made = 0.0
         if plan.x1_generation is not None:
-            x1_pairs, _, meta = self.dataset(method.generator, plan.x1_generation, None)
-            made += meta.get("timings", {}).get("generate_seconds", 0.0)
-            inputs = list(dict.fromkeys(p.text_a for p in x1_pairs))
-            data.extra["x1_generated"] = len(inputs)
+            x1_pairs, data.keys["x1"], meta = self.dataset(method.generator, plan.x1_generation, None)
+            data.made_seconds += meta.get("timings", {}).get("generate_seconds", 0.0)
+            data.inputs = list(dict.fromkeys(p.text_a for p in x1_pairs))
+            data.extra["x1_generated"] = len(data.inputs)
         else:
-            inputs = data.human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir,
-                                              sample=method.input_sample, seed=plan.run[0])
-        cfg = plan.generation
+            data.inputs = data.human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir,
+                                                   sample=method.input_sample, seed=plan.run[0])
+        data.config = plan.generation
         if plan.size_of is not None:
             ref = self.training_data(plan.size_of)
-            cfg = cfg.replace(n_pairs=len(ref.train) + len(ref.validation))
-            data.extra["size_of"] = {"method": plan.size_of.method.name, "pairs": cfg.n_pairs}
-        pairs, key, meta = self.dataset(method.generator, cfg, inputs)
-        made += meta.get("timings", {}).get("generate_seconds", 0.0)
-        data.extra.update(dataset_key=key, generated_pairs=len(pairs))
-        if meta.get("capped") and "size_of" in data.extra:  # asked for more pairs than the source holds
-            data.extra["size_of"]["capped_at"] = len(pairs)
-        data.timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
-        data.timings["dataset_generate_seconds"] = round(made, 2)
-        dev_pairs = None
+            data.config = data.config.replace(n_pairs=len(ref.train) + len(ref.validation))
+            data.extra["size_of"] = {"method": plan.size_of.method.name, "pairs": data.config.n_pairs}
+            data.keys["size_of"] = ref.extra.get("dataset_key")
+        data.keys["train"] = self.generator(method.generator, data.config).dataset_key(data.inputs)
         if method.dev_inputs:  # RISE: a validation set generated apart, from other inputs (a second cached dataset)
-            dev_inputs = load_inputs(method.dev_inputs, preset.dev_max_inputs, self.data_dir,
-                                     sample=method.input_sample, seed=plan.run[0])
-            dev_pairs, dev_key, dev_meta = self.dataset(method.generator, cfg, dev_inputs)
+            data.dev_inputs = load_inputs(method.dev_inputs, preset.dev_max_inputs, self.data_dir,
+                                          sample=method.input_sample, seed=plan.run[0])
+            data.keys["dev"] = self.generator(method.generator, data.config).dataset_key(data.dev_inputs)
+        return data
+
+    def training_data(self, plan: RunPlan, data: DataInputs | None = None) -> TrainingData:
+        """Generation (cached), then postprocessing: the pairs a plan trains and validates on."""
+        from dsgen.data.postprocess import postprocess
+
+        out = TrainingData()
+        if plan.generation is None:
+            return out
+        method = plan.method
+        t0 = time.perf_counter()
+        data = data if data is not None else self.data_inputs(plan)
+        out.human, made = data.human, data.made_seconds
+        out.extra.update(data.extra)
+        pairs, key, meta = self.dataset(method.generator, data.config, data.inputs)
+        made += meta.get("timings", {}).get("generate_seconds", 0.0)
+        out.extra.update(dataset_key=key, generated_pairs=len(pairs))
+        if meta.get("capped") and "size_of" in out.extra:  # asked for more pairs than the source holds
+            out.extra["size_of"]["capped_at"] = len(pairs)
+        dev_pairs = None
+        if data.dev_inputs is not None:
+            dev_pairs, dev_key, dev_meta = self.dataset(method.generator, data.config, data.dev_inputs)
             made += dev_meta.get("timings", {}).get("generate_seconds", 0.0)
-            data.extra.update(dev_dataset_key=dev_key, dev_generated_pairs=len(dev_pairs), dev_inputs=len(dev_inputs))
+            out.extra.update(dev_dataset_key=dev_key, dev_generated_pairs=len(dev_pairs), dev_inputs=len(data.dev_inputs))
+        out.timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
+        out.timings["dataset_generate_seconds"] = round(made, 2)
         t1 = time.perf_counter()
         if plan.postprocess is not None:
             counts: dict[str, int] = {}
             if dev_pairs is None:
-                data.train, data.validation = postprocess(pairs, plan.postprocess, counts)
+                out.train, out.validation = postprocess(pairs, plan.postprocess, counts)
             else:  # the whole training file, and the separate dev set postprocessed the same way
                 whole = plan.postprocess.replace(validation_fraction=0.0)
-                data.train, _ = postprocess(pairs, whole, counts)
-                data.validation, _ = postprocess(dev_pairs, whole)
-                counts["validation"] = len(data.validation)
-            data.extra["postprocess_counts"] = counts
+                out.train, _ = postprocess(pairs, whole, counts)
+                out.validation, _ = postprocess(dev_pairs, whole)
+                counts["validation"] = len(out.validation)
+            out.extra["postprocess_counts"] = counts
         else:
-            data.train = pairs
-        data.timings["postprocess_seconds"] = round(time.perf_counter() - t1, 2)
-        data.extra["train_pairs"], data.extra["validation_pairs"] = len(data.train), len(data.validation)
-        return data
+            out.train = pairs
+        out.timings["postprocess_seconds"] = round(time.perf_counter() - t1, 2)
+        out.extra["train_pairs"], out.extra["validation_pairs"] = len(out.train), len(out.validation)
+        return out
 
     def _fail(self, plan: RunPlan, message: str, extra: dict[str, Any]) -> RunFailed:
         write_json(self.result_path(plan).with_suffix(".failed.json"),
@@ -239,7 +281,8 @@ class Runner:
 
         evaluator = self.evaluator(plan)
         evaluator.pairs  # fail on missing data before any long work
-        key = self.run_key(plan)
+        inputs = self.data_inputs(plan)
+        key = self.run_key(plan, inputs)
         cached = self.cached_result(plan, key)
         if cached is not None:
             return cached
@@ -247,7 +290,7 @@ class Runner:
         extra: dict[str, Any] = {"run_key": key, "variant": plan.variant, "plan": plan.to_dict(), "origins": plan.origins,
                                  "evaluation_data": {"fingerprint": evaluator.fingerprint(), "root": str(evaluator.root),
                                                      "preprocess": evaluator.preprocess, "dtype": evaluator.dtype}}
-        data = self.training_data(plan)
+        data = self.training_data(plan, inputs)
         extra.update(data.extra)
         timings = dict(data.timings)
         train = data.train
@@ -256,7 +299,8 @@ class Runner:
             gen = plan.generation
             ctx = ReweightContext(human_texts=data.human, seed=plan.seed, device=plan.overrides.device or "auto",
                                   progress=self.progress, source=plan.preset.inputs, data_dir=self.data_dir,
-                                  load_generator=(lambda: shared_lm(gen.generator, gen.device, gen.dtype)) if gen else None)
+                                  load_generator=(lambda: self.context.lm(gen.generator, gen.device, gen.dtype))
+                                  if gen else None)
             try:
                 train, extra["reweighting"] = plan.reweighter.apply(train, ctx)
             except DsgenError as exc:
@@ -277,7 +321,7 @@ class Runner:
             template = outcome.log.get("text_template")
             timings["train_seconds"] = round(time.perf_counter() - t3, 2)
         else:
-            from dsgen.models import load_encoder
+            from dsgen.encoders import load_encoder
 
             model = load_encoder(plan.encoder, plan.overrides.device or "auto")
         t4 = time.perf_counter()
@@ -301,8 +345,8 @@ class Runner:
         return result
 
     def label_agreement(self, pairs: list[Pair]) -> dict[str, Any]:
-        """How well the training labels agree with an independent judge (:mod:`dsgen.data.quality`)."""
-        from dsgen.data.quality import LabelJudge
+        """How well the training labels agree with an independent judge (:mod:`dsgen.evaluation.quality`)."""
+        from dsgen.evaluation.quality import LabelJudge
 
         if self.judge is None:
             self.judge = LabelJudge()

@@ -3,10 +3,13 @@
 through MTEB's own result loader."""
 
 import json
+import os
+import shutil
 
 import pytest
 
-from tests.test_cli import dsgen
+from dsgen.encoders import load_encoder
+from tests.test_cli import dsgen, tree
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,42 @@ def test_a_runs_dataset_is_a_folder_datasets_loads_with_its_card(exported, tmp_p
         assert needle in body, needle
 
 
+def test_the_card_describes_rises_dev_set_and_fingerprints_a_generator_recorded_by_name(exported, tmp_path):
+    """RISE generates its validation set apart (a second cached dataset): the card says so and describes
+    it. A generator the sidecar records by name only (the LM was loaded elsewhere, e.g. by a Ray worker)
+    gets its fingerprint at export time, marked as such."""
+    from huggingface_hub import DatasetCard
+
+    from dsgen.artifacts import read_json, sidecar_path, write_json
+    from dsgen.export.dataset_folder import card_body, from_pairs_file
+    from dsgen.models import model_fingerprint
+
+    root, preset, env, result = exported
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "runs", runs)
+    extra = json.loads(result.read_text())["extra"]
+    assert extra["dev_dataset_key"] != extra["dataset_key"]
+    (main,) = (runs / "cache" / "datasets").glob(f"*-{extra['dataset_key']}.jsonl")
+    meta = read_json(sidecar_path(main))
+    name = meta["generator"]["name"]
+    write_json(sidecar_path(main), {**meta, "generator": {"name": name}})  # as a run on the ray backend records it
+    out = tmp_path / "ds"
+    res = dsgen("export", "dataset", "rise", "--preset", str(preset), "--runs", str(runs), "--out", str(out), env=env)
+    assert res.returncode == 0, res.stderr
+    body = DatasetCard.load(out / "README.md").text
+    dev = body.split("## Validation set (generated apart)", 1)[1].split("\n## ", 1)[0]
+    assert f"from {extra['dev_inputs']} other inputs (`stsb-validation`)" in dev
+    assert f"into {extra['dev_generated_pairs']} pairs" in dev and f"({extra['validation_pairs']} pairs after" in dev
+    assert f"dataset key `{extra['dev_dataset_key']}`" in dev and '"fingerprint": {' in dev and "counts: `{" in dev
+    assert json.loads(body.split("## Where it came from", 1)[1].split("```json", 1)[1].split("```", 1)[0])[
+        "dev_dataset_key"] == extra["dev_dataset_key"]
+    fingerprint = json.dumps(model_fingerprint(name), sort_keys=True)
+    generation = body.split("## Generation", 1)[1].split("\n## ", 1)[0]
+    assert f'"fingerprint": {fingerprint}, "fingerprint_at": "export"' in generation
+    # the same for a pairs file exported as it left the generator
+    assert f'"fingerprint": {fingerprint}, "fingerprint_at": "export"' in card_body(from_pairs_file(main))
+
+
 def test_a_generated_pairs_file_exports_as_it_left_the_generator(tiny_lm_dir, tmp_path, sts_data_dir):
     from datasets import load_dataset
 
@@ -82,21 +121,35 @@ def test_a_generated_pairs_file_exports_as_it_left_the_generator(tiny_lm_dir, tm
 
 
 def test_a_kept_model_loads_with_sentence_transformers_and_scores_what_the_run_reported(exported, tmp_path):
+    from huggingface_hub import ModelCard
     from sentence_transformers import SentenceTransformer
 
     root, preset, env, result = exported
     folder = result.with_suffix(".model")
     model = SentenceTransformer(str(folder), device="cpu")  # no dsgen code needed
     assert model.encode(["a sentence"]).shape[0] == 1
-    card = (folder / "README.md").read_text()
-    assert "sts16" in card and "dsgen" in card and json.loads((folder / "dsgen_provenance.json").read_text())["run_key"]
+    reported = json.loads(result.read_text())
+    origin = json.loads((folder / "dsgen_provenance.json").read_text())
+    assert origin["run_key"] == reported["extra"]["run_key"] and origin["dataset_key"] == reported["extra"]["dataset_key"]
+    # the card is sentence-transformers' own, filled with the base model spec, the training dataset
+    # (named by its dataset key), the loss the trainer used, and the run's score on every task
+    card = ModelCard.load(folder / "README.md")
+    base = reported["model"]
+    assert card.data.model_name == f"dsgen rise ({base}), preset tiny" and f"# dsgen rise ({base}), preset tiny" in card.text
+    dataset = f"dsgen rise dataset {reported['extra']['dataset_key']}"
+    assert f"#### {dataset}" in card.text and f"- **Training Dataset:**\n    - {dataset}" in card.text
+    assert "loss:WeightedCosineSimilarityLoss" in card.data.tags and "rise" in card.data.tags
+    assert "* Loss: <code>dsgen.training.losses" in card.text and "WeightedCosineSimilarityLoss</code>" in card.text
+    on_card = {(r.dataset_name, r.metric_type): r.metric_value for r in card.data.eval_results}
+    for task in ("sts16", "stsb"):
+        assert on_card[(task, "spearman_cosine")] == round(reported["tasks"][task]["spearman"] / 100, 6)
+        assert on_card[(task, "pearson_cosine")] == round(reported["tasks"][task]["pearson"] / 100, 6)
     again = dsgen("eval", str(folder), "--tasks", "sts16,stsb", "--device", "cpu", "--json", str(tmp_path / "e.json"),
                   env=env)
     assert again.returncode == 0, again.stderr
-    reported = json.loads(result.read_text())["tasks"]
     scored = json.loads((tmp_path / "e.json").read_text())["tasks"]
     for task in ("sts16", "stsb"):
-        assert scored[task]["spearman"] == pytest.approx(reported[task]["spearman"], abs=0.01)
+        assert scored[task]["spearman"] == pytest.approx(reported["tasks"][task]["spearman"], abs=0.01)
 
 
 @pytest.mark.slow
@@ -105,7 +158,6 @@ def test_a_raw_encoder_keeps_its_standardisation_in_the_folder(tmp_path, sts_dat
     from sentence_transformers import SentenceTransformer
 
     from dsgen.export.model_folder import portable
-    from dsgen.models import load_encoder
 
     model = load_encoder("smollm2-l4", "cpu")
     portable(model).save(str(tmp_path / "m"))
@@ -168,3 +220,151 @@ def test_a_folder_exported_again_under_the_same_name_loads_its_new_pairs(tmp_pat
         folder = write_dataset_folder(DatasetExport("x", {"train": pairs}), tmp_path / where / "ds")
         loaded.append(len(load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))["train"]))
     assert loaded == [11, 27]
+
+
+PREFIX_TEMPLATE = "Represent this sentence for similarity: {}"
+
+
+@pytest.fixture(scope="module")
+def templated(tmp_path_factory, tiny_encoder_dir, sts_data_dir):
+    """A tiny encoder scored on sts16 with its sentences wrapped in a template, as the runner scores a model
+    its trainer trained on templated text; returns a function saving it with a given template."""
+    from dsgen.evaluation.evaluator import StsEvaluator
+    from dsgen.export.model_folder import save_model_folder
+
+    model = load_encoder(str(tiny_encoder_dir))
+    evaluator = StsEvaluator(["sts16"], str(sts_data_dir))
+    plain = evaluator.evaluate(model, name=str(tiny_encoder_dir)).tasks["sts16"].spearman
+
+    def save(template):
+        result = evaluator.evaluate(model, name=str(tiny_encoder_dir), template=template)
+        assert abs(result.tasks["sts16"].spearman - plain) > 0.1  # the template matters to this model
+        result.method, result.preset, result.seed, result.data_seed = "gense", "tiny", 1, 1
+        result.extra = {"run_key": "r", "dataset_key": "d", "training": {"text_template": template}}
+        folder = tmp_path_factory.mktemp("templated") / "m.model"
+        return save_model_folder(model, folder, result, str(tiny_encoder_dir), "dsgen gense dataset d"), result
+
+    return save
+
+
+def test_a_prefix_template_travels_as_the_folders_default_prompt(templated, tmp_path, sts_data_dir):
+    """The trainer's template (recorded in the result) is kept in the folder: a prefix becomes
+    sentence-transformers' default prompt, so the library alone and `dsgen eval` score it as the run did."""
+    from sentence_transformers import SentenceTransformer
+
+    from dsgen.export.model_folder import folder_template
+
+    folder, result = templated(PREFIX_TEMPLATE)
+    assert json.loads((folder / "dsgen_provenance.json").read_text())["text_template"] == PREFIX_TEMPLATE
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    assert config["prompts"][config["default_prompt_name"]] == PREFIX_TEMPLATE[:-2]
+    assert folder_template(folder) is None  # nothing left for an evaluator to apply
+    model = SentenceTransformer(str(folder), device="cpu")
+    a = model.encode(["A man plays a guitar."], convert_to_tensor=True)
+    b = model.encode([PREFIX_TEMPLATE.format("A man plays a guitar.")], prompt="", convert_to_tensor=True)
+    assert (a - b).abs().max() < 1e-5
+    res = dsgen("eval", str(folder), "--tasks", "sts16", "--device", "cpu", "--json", str(tmp_path / "e.json"),
+                env={"DSGEN_DATA_DIR": str(sts_data_dir)})
+    assert res.returncode == 0, res.stderr
+    scored = json.loads((tmp_path / "e.json").read_text())["tasks"]["sts16"]["spearman"]
+    assert scored == pytest.approx(result.tasks["sts16"].spearman, abs=0.01)
+
+
+def test_genses_template_is_kept_for_the_evaluator(templated):
+    """GenSE's template puts text after the sentence, which a sentence-transformers prompt cannot: the
+    folder keeps it in its provenance and :func:`folder_template` hands it to an evaluator."""
+    from dsgen.export.model_folder import folder_template
+    from dsgen.training.contrastive import GENSE_PROMPT
+
+    folder, _ = templated(GENSE_PROMPT)
+    assert json.loads((folder / "dsgen_provenance.json").read_text())["text_template"] == GENSE_PROMPT
+    assert json.loads((folder / "config_sentence_transformers.json").read_text())["default_prompt_name"] is None
+    assert folder_template(folder) == GENSE_PROMPT
+
+
+def test_dsgen_eval_scores_a_gense_folder_on_its_template(templated, tmp_path, sts_data_dir):
+    from dsgen.training.contrastive import GENSE_PROMPT
+
+    folder, result = templated(GENSE_PROMPT)
+    res = dsgen("eval", str(folder), "--tasks", "sts16", "--device", "cpu", "--json", str(tmp_path / "e.json"),
+                env={"DSGEN_DATA_DIR": str(sts_data_dir)})
+    assert res.returncode == 0, res.stderr
+    scored = json.loads((tmp_path / "e.json").read_text())["tasks"]["sts16"]["spearman"]
+    assert scored == pytest.approx(result.tasks["sts16"].spearman, abs=0.01)
+
+
+def _unwritable_targets(tmp_path):
+    """Folders that cannot be written: under /proc (for root too), and a read-only folder (not for root)."""
+    targets = ["/proc/dsgen-export", "/proc/nope/dsgen-export"]
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        targets += [str(ro / "ds"), str(ro / "sub" / "ds")]
+    return targets
+
+
+def test_bad_export_input_gets_one_line_exit_2_and_writes_nothing(exported, tmp_path):
+    """An export into a folder that cannot be written, or of a result of another schema version."""
+    from dsgen.artifacts import read_json, write_json
+
+    root, preset, env, result = exported
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "runs", runs)
+    (pairs,) = (runs / "cache" / "datasets").glob(f"*-{read_json(result)['extra']['dataset_key']}.jsonl")
+    cases = []
+    for target in _unwritable_targets(tmp_path):
+        cases += [(["export", "dataset", "rise", "--preset", str(preset), "--runs", str(runs), "--out", target], "cannot"),
+                  (["export", "pairs", str(pairs), "--out", target], "cannot")]
+    other = tmp_path / "other-schema"
+    shutil.copytree(root / "runs", other)
+    (copy,) = other.rglob(result.name)
+    write_json(copy, {**read_json(copy), "schema_version": 9})
+    cases.append((["export", "dataset", "rise", "--preset", str(preset), "--runs", str(other), "--out",
+                   str(tmp_path / "ds")], "not a dsgen result file of schema version 1"))
+    before = tree(tmp_path)
+    for args, message in cases:
+        out = dsgen(*args, env=env)
+        assert out.returncode == 2, (args, out.stdout + out.stderr)
+        assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, (args, out.stderr)
+        assert message in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+        assert tree(tmp_path) == before, args
+
+
+@pytest.mark.slow
+def test_a_raw_encoder_run_saved_and_evaluated_again_scores_what_it_reported(tmp_path, tiny_lm_dir, sts_data_dir):
+    """A run on the raw encoder spec (``standardize=1``) with ``--save-model``; ``dsgen eval`` of the
+    folder gives the reported score to 0.01: the standardisation statistics travel with the model."""
+    spec = "lm:smollm2-135m?layers=2&pooling=mean&token_norm=1&standardize=1"
+    preset = tmp_path / "raw.toml"
+    preset.write_text(f"""seeds = [1]
+data_seed = 3
+max_inputs = 8
+tasks = ["sts16"]
+[generation]
+generator = "{tiny_lm_dir}"
+device = "cpu"
+per_label = 2
+[generation.sampling]
+max_new_tokens = 8
+[training]
+encoder = "{spec}"
+device = "cpu"
+batch_size = 16
+epochs = 1
+learning_rate = 1e-3
+model_selection = false
+""")
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    run = dsgen("run", "dino", "--preset", str(preset), "--save-model", "--out", str(tmp_path / "runs"), "--quiet", env=env)
+    assert run.returncode == 0, run.stderr
+    (result,) = (tmp_path / "runs" / "results").rglob("data-3-seed-1.json")
+    reported = json.loads(result.read_text())
+    assert reported["model"] == spec and reported["extra"]["training"]
+    folder = result.with_suffix(".model")
+    assert json.loads((folder / "dsgen_provenance.json").read_text())["base_model"] == spec
+    again = dsgen("eval", str(folder), "--tasks", "sts16", "--device", "cpu", "--json", str(tmp_path / "e.json"), env=env)
+    assert again.returncode == 0, again.stderr
+    scored = json.loads((tmp_path / "e.json").read_text())["tasks"]["sts16"]
+    assert scored["spearman"] == pytest.approx(reported["tasks"]["sts16"]["spearman"], abs=0.01)
+    assert scored["pearson"] == pytest.approx(reported["tasks"]["sts16"]["pearson"], abs=0.01)

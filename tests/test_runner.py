@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from pathlib import Path
 
 from dsgen.data.pairs import Pair, read_pairs, write_pairs
 from dsgen.artifacts import write_sidecar
@@ -21,16 +22,11 @@ from dsgen.runner import RunFailed, Runner, run_many
 
 
 class MockGenerator(Generator):
-    """Deterministic pairs: x2 = x1's words shuffled (label 1), cut (0.5) or another input (0)."""
+    """Deterministic pairs: x2 = x1's words shuffled (label 1), cut (0.5) or another input (0). A plug-in
+    generator: registered under its name, which the registry gives it, with the debiased one's settings."""
 
-    name = "mock-test"
+    config_class = GenerationConfig
     calls = 0
-
-    def __init__(self, config):
-        self.config = config
-
-    def get_config_dict(self):
-        return self.config.to_dict()
 
     def generate(self, inputs, out, progress=True, resume=True):
         MockGenerator.calls += 1
@@ -60,8 +56,6 @@ class MockGenerator(Generator):
 
 class RenamedDebiased(DebiasedGenerator):
     """A plug-in generator that happens to subclass the debiased one: its data is its own."""
-
-    name = "renamed-debiased"
 
 
 NO_RULES = {"alpha": 0.0, "min_x1_words": 0, "min_x2_words": 0, "drop_containment": False}
@@ -263,3 +257,115 @@ def test_human_pairs_beyond_the_source_are_capped_and_say_so(setup, tmp_path):
     pairs = gen.generate(None, tmp_path / "human.jsonl", progress=False)
     meta = read_json(sidecar_path(tmp_path / "human.jsonl"))
     assert len(pairs) == 5749 and meta["capped"] and meta["asked"] == 7375 and meta["n_pairs"] == 5749
+
+
+def test_seed_independent_methods_share_a_key_and_seeded_ones_do_not(setup, tmp_path):
+    preset, data = setup
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    assert runner.run_key(plan_run("base", preset, 1)) == runner.run_key(plan_run("base", preset, 2))
+    assert runner.run_key(plan_run("mock-dino", preset, 1)) != runner.run_key(plan_run("mock-dino", preset, 2))
+
+
+def _counting_training(monkeypatch):
+    """Counts the trainer's runs (a rerun that trains nothing leaves it at 0)."""
+    from dsgen.training.regression import RegressionTrainer
+
+    calls = []
+    real = RegressionTrainer.train
+    monkeypatch.setattr(RegressionTrainer, "train", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    return calls
+
+
+def test_an_edited_inputs_file_is_a_new_run_and_an_untouched_rerun_does_nothing(setup, tmp_path, monkeypatch):
+    """The stale result of the issue, reproduced: every line of the inputs file replaced at the same path
+    must give a new dataset and a new result, not the old one under the new inputs."""
+    preset, data = setup
+    inputs = tmp_path / "mine.txt"
+    inputs.write_text(Path(preset.inputs).read_text())
+    mine = replace(preset, inputs=str(inputs), max_inputs=12)
+    trained = _counting_training(monkeypatch)
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    MockGenerator.calls = 0
+    first = runner.run(plan_run("mock-dino", mine, 1))
+    assert MockGenerator.calls == 1 and len(trained) == 1
+    again = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-dino", mine, 1))
+    assert MockGenerator.calls == 1 and len(trained) == 1 and again.tasks == first.tasks  # decodes and trains nothing
+    inputs.write_text("\n".join(f"A completely different sentence number {i} about red cars." for i in range(40)))
+    edited = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-dino", mine, 1))
+    assert MockGenerator.calls == 2 and len(trained) == 2
+    assert edited.extra["dataset_key"] != first.extra["dataset_key"] and edited.extra["run_key"] != first.extra["run_key"]
+
+
+def test_an_edited_task_spec_is_a_new_run(setup, tmp_path, monkeypatch):
+    """A custom task spec is read by content: editing an instruction in place regenerates the data."""
+    import dsgen.generation.backends as backends
+
+    preset, data = setup
+    spec = tmp_path / "spec.json"
+    text = json.loads((Path(__file__).parents[1] / "dsgen" / "task_specs" / "sts-x2.json").read_text())
+    spec.write_text(json.dumps(text))
+    if "tiny-custom-spec" not in METHODS:
+        METHODS.add("tiny-custom-spec", dino_recipe(description="real core, a custom spec file",
+                                                    generation={"task": str(spec)}))
+    decoded = []
+    real = backends.decode_chunk
+    monkeypatch.setattr(backends, "decode_chunk", lambda *a, **k: decoded.append(1) or real(*a, **k))
+    small = replace(preset, max_inputs=4)
+    plan = lambda: plan_run("tiny-custom-spec", small, 1)  # noqa: E731
+    runner = lambda: Runner(tmp_path / "runs", str(data), progress=False)  # noqa: E731  (a new process each time)
+    first, first_key = runner().training_data(plan()), runner().run_key(plan())
+    n = len(decoded)
+    assert n >= 1
+    assert runner().training_data(plan()).extra == first.extra and runner().run_key(plan()) == first_key
+    assert len(decoded) == n  # untouched: nothing decoded, the same key
+    label = next(iter(text["labels"]))
+    text["labels"][label]["instruction"] = text["labels"][label]["instruction"].replace("Task:", "Job:")
+    spec.write_text(json.dumps(text))  # the same path
+    assert runner().run_key(plan()) != first_key
+    edited = runner().training_data(plan())
+    assert len(decoded) > n and edited.extra["dataset_key"] != first.extra["dataset_key"]
+
+
+def test_an_edited_human_source_is_a_new_run(setup, tmp_path, monkeypatch):
+    """RISE's SDI classifier reads the inputs' whole source as its human class: lines beyond the run's
+    own inputs change no dataset, but must change the run (a new classifier, new weights)."""
+    preset, data = setup
+    if "mock-sdi" not in METHODS:
+        METHODS.add("mock-sdi", dino_recipe(description="mock + SDI", generator="mock-test", reweighter="sdi"))
+    source = tmp_path / "source.txt"
+    lines = Path(preset.inputs).read_text().splitlines()
+    source.write_text("\n".join(lines))
+    mine = replace(preset, inputs=str(source), max_inputs=10)
+    first = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-sdi", mine, 1))
+    source.write_text("\n".join(lines[:10] + [f"Human sentence {i} about a quiet street." for i in range(30)]))
+    MockGenerator.calls = 0
+    edited = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-sdi", mine, 1))
+    assert edited.extra["dataset_key"] == first.extra["dataset_key"]  # the run's inputs are the same
+    assert edited.extra["run_key"] != first.extra["run_key"] and MockGenerator.calls == 0
+
+
+def test_stable_hash_refuses_what_json_does_not_represent_exactly():
+    from dsgen.artifacts import stable_hash
+
+    assert stable_hash({"a": [1, 2.5, "x", None, True]}) == stable_hash({"a": (1, 2.5, "x", None, True)})
+    for bad in ({"path": Path("/tmp")}, {"s": {1, 2}}, {1: "int key"}, {"o": object()}):
+        with pytest.raises(TypeError, match="stable_hash"):
+            stable_hash(bad)
+
+
+def test_a_hub_model_without_a_known_revision_is_resolved_or_refused(monkeypatch, tmp_path):
+    """Before its first download a Hub model's key used to say `revision: None`, and every later run another
+    key. Now the commit is resolved first, or the key refuses it with one line."""
+    import dsgen.models as models
+    from dsgen.errors import DsgenError
+
+    monkeypatch.setattr(models, "_hub_cached_revision", lambda name: None)
+    monkeypatch.setattr(models, "hub_source", lambda name, what: ("abc123", False))
+    assert models.model_fingerprint("someone/some-model") == {"model": "someone/some-model", "revision": "abc123"}
+
+    def offline(name, what):
+        raise DsgenError(f"{what} '{name}' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set")
+
+    monkeypatch.setattr(models, "hub_source", offline)
+    with pytest.raises(DsgenError, match="not in the local Hugging Face cache"):
+        models.model_fingerprint("someone/some-model")

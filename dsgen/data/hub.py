@@ -26,7 +26,7 @@ MTEB_DATASETS = {
 
 
 def hub_root() -> Path:
-    from dsgen.models import cache_dir
+    from dsgen.artifacts import cache_dir
 
     return cache_dir() / "sts-hub"
 

@@ -122,7 +122,7 @@ class Comparison:
 
     def encoders(self) -> list[str]:
         """The encoders of the compared runs, each as ``alias (spec)`` when it is a causal-LM encoder."""
-        from dsgen.encoders import describe_encoder
+        from dsgen.models import describe_encoder
 
         return sorted({describe_encoder(r.model) for rs in self.results.values() for r in rs})
 
@@ -156,7 +156,7 @@ class Comparison:
         return out
 
     def quality(self) -> dict[str, dict[str, float | None]]:
-        """Label agreement with the independent judge (:mod:`dsgen.data.quality`), mean over seeds."""
+        """Label agreement with the independent judge (:mod:`dsgen.evaluation.quality`), mean over seeds."""
         import numpy as np
 
         out = {}

@@ -144,9 +144,10 @@ class StsEvaluator:
     def fingerprint(self) -> str:
         """A hash of the exact pairs evaluated (sentences as encoded and gold scores), per task:
         the evaluation data's identity in run keys, whatever folder or Hub copy they came from."""
-        from dsgen.artifacts import stable_hash
+        from dsgen.identity import evaluation_data_key
 
-        return stable_hash({t: [p.sentences1, p.sentences2, p.scores] for t, p in self.pairs.items()})
+        return evaluation_data_key({t: [list(p.sentences1), list(p.sentences2), [float(x) for x in p.scores]]
+                                    for t, p in self.pairs.items()})
 
     def distinct_sentences(self) -> list[str]:
         return list(dict.fromkeys(s for p in self.pairs.values() for s in (*p.sentences1, *p.sentences2)))

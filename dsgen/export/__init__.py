@@ -47,19 +47,33 @@ def provenance(**extra: Any) -> dict[str, Any]:
     return {"dsgen_version": dsgen_version, "git_commit": git_commit(), **{k: v for k, v in extra.items() if v is not None}}
 
 
+def check_target_folder(target: Path) -> Path:
+    """Fail at once, creating nothing, when the folder ``target`` could not be written (made, or replaced
+    from a folder staged beside it): a one-line :class:`DsgenError`. A probe, not ``os.access``, which
+    says yes to root everywhere (``/proc`` included)."""
+    from dsgen.artifacts import check_writable_target
+
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise DsgenError(f"cannot write {target}: it is a file, not a folder; choose another path")
+    check_writable_target(target.parent if target.is_dir() else target)
+    return target
+
+
 @contextlib.contextmanager
 def staged_folder(target: Path) -> Iterator[Path]:
     """A temporary folder beside ``target`` that becomes ``target`` when the block succeeds (an existing
     ``target`` is replaced then); on failure it is removed and ``target`` is left as it was."""
     from dsgen.artifacts import ensure_writable_dir
 
-    target = Path(target)
-    if target.exists() and not target.is_dir():
-        raise DsgenError(f"cannot write {target}: it is a file, not a folder")
+    target = check_target_folder(target)
     parent = ensure_writable_dir(target.parent)
     stage = parent / f".{target.name}.partial"
     shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir()
+    try:
+        stage.mkdir()
+    except OSError as exc:
+        raise DsgenError(f"cannot write {target}: {exc.strerror or exc}; choose another path") from None
     try:
         yield stage
     except BaseException:
@@ -75,4 +89,4 @@ def staged_folder(target: Path) -> Iterator[Path]:
         stage.rename(target)
 
 
-__all__ = ["provenance", "git_commit", "staged_folder"]
+__all__ = ["check_target_folder", "git_commit", "provenance", "staged_folder"]

@@ -10,6 +10,9 @@ from (run key, dsgen version, git commit, the command).
 Two sources (:func:`from_run`, :func:`from_pairs_file`): the dataset a run trained on (after
 postprocessing and reweighting, with the weights; train and validation splits), or a generated pairs
 file as it left the generator (a cache entry or ``dsgen generate --out``; one ``train`` split).
+A run whose validation set was generated apart (RISE's dev set, from other inputs) has that second
+cached dataset described too. A generator recorded by name only (the LM was not loaded in this
+process, e.g. a Ray worker made the data) gets its fingerprint computed at export time, marked so.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from dsgen.artifacts import read_json, sidecar_path
 from dsgen.data.pairs import Pair, read_pairs
 from dsgen.errors import DsgenError
-from dsgen.export import provenance, staged_folder
+from dsgen.export import check_target_folder, provenance, staged_folder
 from dsgen.identity import content_key
 
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
@@ -41,6 +44,33 @@ class DatasetExport:
     generation: dict[str, Any] = field(default_factory=dict)      # the generated dataset's sidecar
     run: dict[str, Any] = field(default_factory=dict)             # the run's result file (plan, counts, reweighting)
     origin: dict[str, Any] = field(default_factory=dict)          # provenance
+    dev_generation: dict[str, Any] = field(default_factory=dict)  # the sidecar of a validation set generated apart
+
+
+def with_fingerprint(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` (a generated dataset's sidecar) with its generator's fingerprint: the recorded one, or
+    when the generator is recorded by name only, :func:`dsgen.models.model_fingerprint` of that name now
+    (``fingerprint_at: "export"``: the weights as they are when exporting, not necessarily when generating)."""
+    gen = meta.get("generator")
+    if not isinstance(gen, dict) or gen.get("fingerprint") or not gen.get("name"):
+        return meta
+    from dsgen.models import model_fingerprint
+
+    try:
+        fingerprint = model_fingerprint(str(gen["name"]))
+    except (DsgenError, OSError, ValueError) as exc:
+        fingerprint = {"unavailable": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    return {**meta, "generator": {**gen, "fingerprint": fingerprint, "fingerprint_at": "export"}}
+
+
+def cached_sidecar(cache: Path, key: str | None) -> dict[str, Any]:
+    """The sidecar of the cached dataset with ``key`` (empty when there is none)."""
+    if not key:
+        return {}
+    for found in sorted(Path(cache).glob(f"*-{key}.jsonl")):
+        if sidecar_path(found).is_file():
+            return with_fingerprint(read_json(sidecar_path(found)))
+    return {}
 
 
 def from_pairs_file(path: Path, command: str = "") -> DatasetExport:
@@ -49,7 +79,7 @@ def from_pairs_file(path: Path, command: str = "") -> DatasetExport:
     meta_path = sidecar_path(path)
     if not path.is_file() or not meta_path.is_file():
         raise DsgenError(f"{path} is not a generated dataset (the file or its {meta_path.name} sidecar is missing)")
-    meta = read_json(meta_path)
+    meta = with_fingerprint(read_json(meta_path))
     return DatasetExport(path.stem, {"train": read_pairs(path)}, meta, {},
                          provenance(dataset_key=meta.get("dataset_key"), command=command))
 
@@ -67,15 +97,12 @@ def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport
     validation = result_path.with_suffix(".validation.jsonl")
     if validation.is_file():
         splits["validation"] = read_pairs(validation)
-    key = result.extra.get("dataset_key")
-    generation: dict[str, Any] = {}
-    if key:
-        found = sorted(Path(cache).glob(f"*-{key}.jsonl"))
-        if found and sidecar_path(found[0]).is_file():
-            generation = read_json(sidecar_path(found[0]))
+    key, dev_key = result.extra.get("dataset_key"), result.extra.get("dev_dataset_key")
     name = f"{result.method}-{result.preset}-data{result.data_seed}-seed{result.seed}"
-    return DatasetExport(name, splits, generation, result.to_dict(),
-                         provenance(run_key=result.extra.get("run_key"), dataset_key=key, command=command))
+    return DatasetExport(name, splits, cached_sidecar(cache, key), result.to_dict(),
+                         provenance(run_key=result.extra.get("run_key"), dataset_key=key, dev_dataset_key=dev_key,
+                                    command=command),
+                         cached_sidecar(cache, dev_key))
 
 
 def _rows(pairs: list[Pair]) -> list[dict[str, Any]]:
@@ -90,6 +117,34 @@ def _rows(pairs: list[Pair]) -> list[dict[str, Any]]:
     return rows
 
 
+def _generator_line(gen: dict[str, Any]) -> str:
+    return f"- generator: `{gen.get('generator_name', '?')}` with `{json.dumps(gen.get('generator', {}), sort_keys=True)}`"
+
+
+def dev_section(export: DatasetExport) -> list[str]:
+    """The card's lines on a validation set generated apart from the training data (RISE's dev set)."""
+    extra, dev, gen = export.run.get("extra", {}), export.dev_generation, export.generation
+    if not extra.get("dev_dataset_key"):
+        return []
+    source = extra.get("plan", {}).get("dev_inputs")
+    kept = extra.get("validation_pairs", len(export.splits.get("validation", [])))
+    about = (f"The `validation` split is not held out from the training data: it was generated separately, with the "
+             f"same generator and settings, from {extra.get('dev_inputs', '?')} other inputs"
+             f"{f' (`{source}`)' if source else ''}, into {extra.get('dev_generated_pairs', '?')} pairs, then "
+             f"postprocessed like the training data ({kept} pairs after postprocessing).")
+    lines = ["## Validation set (generated apart)", "", about, "", f"- dataset key `{extra['dev_dataset_key']}`"]
+    if dev:
+        lines.append(_generator_line(dev))
+        lines.append(f"- seed: {dev.get('seed')}; inputs: {dev.get('n_inputs')}; pairs: {dev.get('n_pairs')}")
+        config = dev.get("config", {})
+        if config != gen.get("config", config):
+            lines.append(f"- generation settings: `{json.dumps(config, sort_keys=True)}`")
+        lines.append(f"- counts: `{json.dumps(dev.get('stats', {}), sort_keys=True)}`")
+    else:
+        lines.append("- its cached dataset (and sidecar) was not found beside the run")
+    return lines + [""]
+
+
 def card_body(export: DatasetExport) -> str:
     """The card's Markdown body (after the YAML front matter)."""
     gen, run = export.generation, export.run
@@ -99,8 +154,7 @@ def card_body(export: DatasetExport) -> str:
     lines += ["## Splits", ""] + [f"- `{name}`: {len(pairs):,} pairs" for name, pairs in export.splits.items()] + [""]
     if gen:
         config = gen.get("config", {})
-        lines += ["## Generation", "", f"- generator: `{gen.get('generator_name', '?')}` with "
-                  f"`{json.dumps(gen.get('generator', {}), sort_keys=True)}`",
+        lines += ["## Generation", "", _generator_line(gen),
                   f"- seed: {gen.get('seed')}; dataset key `{gen.get('dataset_key')}`",
                   f"- sampling: `{json.dumps(config.get('sampling', {}), sort_keys=True)}`",
                   f"- generation settings: `{json.dumps({k: v for k, v in config.items() if k != 'sampling'}, sort_keys=True)}`",
@@ -109,6 +163,7 @@ def card_body(export: DatasetExport) -> str:
         spec = gen.get("task_spec")
         if spec:
             lines += ["### Task spec (every instruction)", "", "```json", json.dumps(spec, indent=2, sort_keys=True), "```", ""]
+    lines += dev_section(export)
     if run:
         extra = run.get("extra", {})
         lines += ["## How the run used it", "", f"- method `{run.get('method')}`, preset `{run.get('preset')}`, "
@@ -130,6 +185,7 @@ def card_body(export: DatasetExport) -> str:
 
 def write_dataset_folder(export: DatasetExport, folder: Path) -> Path:
     """Write ``export`` as a dataset folder at ``folder`` (atomically; see the module docstring)."""
+    check_target_folder(Path(folder))  # before any work: an unwritable target fails at once, writing nothing
     from datasets import Dataset
     from huggingface_hub import DatasetCard, DatasetCardData
 

@@ -1,5 +1,6 @@
 """Generation: the self-debiasing decode loop and the generators built on it."""
 
+from dsgen.generation.base import GenerationContext, Generator
 from dsgen.registry import Registry
 
 
@@ -8,4 +9,7 @@ def _builtins() -> None:
     import dsgen.generation.human  # noqa: F401
 
 
-GENERATORS: Registry = Registry("generator", builtins=_builtins)
+GENERATORS: Registry[type[Generator]] = Registry("generator", base_cls=Generator, entry_point_group="dsgen.generators",
+                                                 builtins=_builtins)
+
+__all__ = ["GENERATORS", "Generator", "GenerationContext"]

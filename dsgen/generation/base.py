@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ClassVar
 
+from dsgen.component import Component
 from dsgen.data.pairs import Pair
 
 
-class Generator(ABC):
+@dataclass
+class GenerationContext:
+    """What a generator may use besides its config (shaped like the reweighters' context).
+
+    Args:
+        data_dir: the STS data folder (for named sources such as ``stsb-train``).
+        backend: where chunks decode (:mod:`dsgen.generation.backends`; None: this process).
+        load_lm: ``(name, device, dtype) -> LoadedLM``; default :func:`dsgen.models.shared_causal_lm`,
+            the process-wide model cache that generation and a zero-shot judge share.
+        device: the command line's device, when it set one.
+        progress: show progress bars.
+    """
+
+    data_dir: str | None = None
+    backend: Any = None
+    load_lm: Callable[[str, str, str], Any] | None = None
+    device: str | None = None
+    progress: bool = True
+
+    def lm(self, name: str, device: str, dtype: str) -> Any:
+        """The causal LM ``name`` (loaded once per process)."""
+        if self.load_lm is not None:
+            return self.load_lm(name, device, dtype)
+        from dsgen.models import shared_causal_lm
+
+        return shared_causal_lm(name, device, dtype)
+
+
+class Generator(Component):
     """Produces a dataset of labelled pairs and writes it to ``out`` (JSONL + sidecar).
 
     Implementations must be deterministic for a given configuration and inputs, and
@@ -17,28 +47,30 @@ class Generator(ABC):
     ``resume`` is False, which starts over).
 
     The runner caches datasets under :meth:`dataset_key`; the default key covers the
-    generator's name, :meth:`get_config_dict` and the inputs. A generator whose output also
-    depends on something else (a model's weights, a task spec file) must add it.
+    generator's name and version, :meth:`get_config_dict` and the inputs' texts. A generator whose
+    output also depends on something else (a model's weights, a task spec file) must add it.
     """
 
-    name: str = "generator"
+    kind: ClassVar[str] = "generator"
+    supports_debiasing: ClassVar[bool] = False  # whether it can apply self-debiasing (an API cannot)
 
     @classmethod
-    def for_runner(cls, config: Any, runner: Any) -> "Generator":
-        """The generator the runner uses for ``config`` (override to take shared resources from the
-        runner, such as a loaded model or the data folder)."""
-        return cls(config)  # type: ignore[call-arg]
+    def build(cls, config: Any, context: GenerationContext) -> "Generator":
+        """The generator for ``config`` in ``context`` (override to take shared resources from it,
+        such as the model loader or the data folder)."""
+        return cls(config)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The generator's settings (its registry name goes into keys beside them: a config's ``generator``
+        field names the LM it runs)."""
+        return self.config.to_dict()
 
     @abstractmethod
     def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
         """Generate pairs for ``inputs`` (None when the task makes x1 from scratch)."""
 
-    @abstractmethod
-    def get_config_dict(self) -> dict[str, Any]:
-        """Everything that determines the output, for sidecars and the dataset cache key."""
-
     def dataset_key(self, inputs: list[str] | None) -> str:
         """The cache key of the dataset this generator makes from ``inputs`` (see :mod:`dsgen.identity`)."""
-        from dsgen.identity import dataset_key
+        from dsgen.identity import dataset_key, texts_key
 
-        return dataset_key(self.name, self.get_config_dict(), inputs)
+        return dataset_key(self.name, self.version, self.get_config_dict(), texts_key(inputs))

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsgen import citations
 from dsgen.artifacts import ensure_writable_dir, write_sidecar
 from dsgen.config import Config
 from dsgen.data.pairs import Pair, parse_label, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.base import Generator
+from dsgen.generation.base import GenerationContext, Generator
 from dsgen.generation.chunks import Chunk, ChunkItem, ChunkStore, chunk_seed
 from dsgen.generation.decoding import DecodeRequest, SamplingConfig
 from dsgen.taskspec import TaskSpec, load_task_spec
@@ -100,9 +101,11 @@ class DebiasedGenerator(Generator):
         >>> pairs = gen.generate(["A man plays a guitar."], Path("pairs.jsonl"))  # doctest: +SKIP
     """
 
-    name = "debiased"
 
     config_class = GenerationConfig
+    citation = citations.DINO + "\n\n" + citations.SELF_DEBIASING
+    version = 2  # 2: rejected outputs recorded with their reason in the chunk files
+    supports_debiasing = True
 
     def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,
                  load_lm: Any = None) -> None:
@@ -112,25 +115,21 @@ class DebiasedGenerator(Generator):
         self.backend = backend  # a dsgen.generation.backends.Backend; default: local, in this process
 
     @classmethod
-    def for_runner(cls, config: GenerationConfig, runner: Any) -> "DebiasedGenerator":
-        from dsgen.runner import shared_lm
-
-        return cls(config, backend=runner.backend,
-                   load_lm=lambda: shared_lm(config.generator, config.device, config.dtype))
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return self.config.to_dict()
+    def build(cls, config: GenerationConfig, context: GenerationContext) -> "DebiasedGenerator":
+        return cls(config, backend=context.backend,
+                   load_lm=lambda: context.lm(config.generator, config.device, config.dtype))
 
     def spec(self, with_inputs: bool | None = None) -> TaskSpec:
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
         return spec if self.config.counter_labels else spec.without_counter_labels()
 
     def dataset_key(self, inputs: list[str] | None) -> str:
-        from dsgen.identity import dataset_key
+        from dsgen.identity import dataset_key, texts_key
         from dsgen.models import model_fingerprint
 
         spec = self.spec(with_inputs=inputs is not None)
-        return dataset_key(self.name, self.config.to_dict(), inputs, spec.to_dict(), model_fingerprint(self.config.generator))
+        model = self._lm.fingerprint() if self._lm is not None else model_fingerprint(self.config.generator)
+        return dataset_key(self.name, self.version, self.get_config_dict(), texts_key(inputs), spec.to_dict(), model)
 
     @property
     def lm(self) -> Any:
@@ -205,7 +204,12 @@ class DebiasedGenerator(Generator):
 
         pairs, stats = self._assemble(store, chunks, inputs is not None)
         stats["resumed_chunks"] = len(done)
-        lm = self._lm.describe() if self._lm is not None else {"name": cfg.generator}
+        if self._lm is not None:
+            lm = self._lm.describe()
+        else:  # decoded by workers (Ray): the model is named and fingerprinted, not loaded here
+            from dsgen.models import model_fingerprint
+
+            lm = {"name": cfg.generator, "fingerprint": model_fingerprint(cfg.generator)}
         write_sidecar(out, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
                       task_spec=spec.to_dict(), dataset_key=key, generator=lm, seed=cfg.seed,
                       n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs), stats=stats,

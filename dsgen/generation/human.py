@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsgen import citations
 from dsgen.artifacts import write_sidecar
 from dsgen.config import Config
 from dsgen.data.pairs import Pair, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.base import Generator
+from dsgen.generation.base import GenerationContext, Generator
 
 SOURCES = ("stsb-train",)
 
@@ -43,11 +44,11 @@ class HumanPairsConfig(Config):
 class HumanPairsGenerator(Generator):
     """Draws ``n_pairs`` human pairs of the source (label = gold / 5); ``inputs`` are ignored."""
 
-    name = "human"
     config_class = HumanPairsConfig
+    citation = citations.STSB
 
     def __init__(self, config: HumanPairsConfig | None = None, data_dir: str | None = None) -> None:
-        self.config = config or HumanPairsConfig()
+        super().__init__(config)
         if self.config.source not in SOURCES:
             from dsgen.suggest import unknown
 
@@ -56,8 +57,8 @@ class HumanPairsGenerator(Generator):
         self._pairs: list[Pair] | None = None
 
     @classmethod
-    def for_runner(cls, config: HumanPairsConfig, runner: Any) -> "HumanPairsGenerator":
-        return cls(config, runner.data_dir)
+    def build(cls, config: HumanPairsConfig, context: GenerationContext) -> "HumanPairsGenerator":
+        return cls(config, context.data_dir)
 
     def source_pairs(self) -> list[Pair]:
         """Every pair of the source, in file order."""
@@ -70,10 +71,11 @@ class HumanPairsGenerator(Generator):
         return self._pairs
 
     def get_config_dict(self) -> dict[str, Any]:
-        from dsgen.artifacts import stable_hash
+        from dsgen.identity import content_key
 
         # the pairs' content, not the folder they were read from, identifies the source
-        return {**self.config.to_dict(), "source_fingerprint": stable_hash([p.to_dict() for p in self.source_pairs()])}
+        return {**super().get_config_dict(),
+                "source_fingerprint": content_key([p.to_dict() for p in self.source_pairs()], length=16)}
 
     def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
         pool = self.source_pairs()

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.decode_step import HEAD_BLOCK, LAYER_SHAPES, invariant_counts, invariant_rows
+from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts, invariant_rows
 
 ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
 

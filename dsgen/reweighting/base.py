@@ -7,10 +7,11 @@ classifier is fit on the run's human and machine sentences); all see a :class:`R
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
+from dsgen.component import Component
 from dsgen.data.pairs import Pair
 from dsgen.registry import Registry
 
@@ -39,6 +40,16 @@ class ReweightContext:
     progress: bool = True
 
 
+def source_texts(source: str | None, data_dir: str | None) -> list[str]:
+    """Every distinct sentence of the source the inputs come from (``stsb-train`` or a text file): the
+    human side of RISE's classifier. The runner keys a run by these texts (an edited file is a new run)."""
+    from dsgen.data.inputs import load_inputs
+
+    if source is None:
+        raise ValueError("no inputs source: x1 was generated too")
+    return load_inputs(source, None, data_dir, distinct=True)
+
+
 @dataclass
 class ReweightReport:
     """Weights and what the reweighter wants a reader to know (accuracy, kept fractions...)."""
@@ -48,29 +59,27 @@ class ReweightReport:
     annotations: dict[str, list[Any]] = field(default_factory=dict)  # per-pair values kept in Pair.extra
 
 
-class Reweighter(ABC):
+class Reweighter(Component):
     """Scores pairs with weights in [0, 1].
 
     Subclasses implement :meth:`score`; :meth:`apply` returns the pairs with their ``weight``
     set (multiplied into any weight they already carry) and a summary for the result file.
     """
 
-    name: str = "reweighter"
-    config_class: type = type(None)
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
+    kind: ClassVar[str] = "reweighter"
 
     @abstractmethod
     def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
         """Return one weight in [0, 1] per pair (fitting whatever the reweighter needs first)."""
 
-    def get_config_dict(self) -> dict[str, Any]:
-        return {"reweighter": self.name, **self.config.to_dict()}
-
     def models(self, plan: Any) -> list[str]:
         """Names of the models this reweighter loads (their fingerprints go into the run key)."""
         return []
+
+    def reads_source(self) -> bool:
+        """Whether it reads the inputs' whole source (``ReweightContext.source``; RISE's human class):
+        then the source's texts enter the run key."""
+        return False
 
     def apply(self, pairs: list[Pair], context: ReweightContext) -> tuple[list[Pair], dict[str, Any]]:
         import numpy as np
@@ -95,4 +104,5 @@ def _builtins() -> None:
     import dsgen.reweighting.sdi  # noqa: F401
 
 
-REWEIGHTERS: Registry[type[Reweighter]] = Registry("reweighter", builtins=_builtins)
+REWEIGHTERS: Registry[type[Reweighter]] = Registry("reweighter", base_cls=Reweighter,
+                                                   entry_point_group="dsgen.reweighters", builtins=_builtins)

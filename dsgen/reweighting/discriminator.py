@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from dsgen import citations
 from dsgen.config import Config
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
@@ -184,8 +185,8 @@ class DiscriminatorFilter(Reweighter):
         [1.0, 0.0]
     """
 
-    name = "discriminator"
     config_class = DiscriminatorConfig
+    citation = citations.GENSE
 
     def __init__(self, config: DiscriminatorConfig | None = None) -> None:
         super().__init__(config or DiscriminatorConfig())

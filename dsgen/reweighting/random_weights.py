@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dsgen import citations
 from dsgen.config import Config
 from dsgen.data.pairs import Pair
 from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport
@@ -21,8 +22,8 @@ class RandomWeightsConfig(Config):
 class RandomReweighter(Reweighter):
     """Each pair's weight drawn from U(low, high) with the run seed (RISE, "Random")."""
 
-    name = "random"
     config_class = RandomWeightsConfig
+    citation = citations.RISE
 
     def __init__(self, config: RandomWeightsConfig | None = None) -> None:
         super().__init__(config or RandomWeightsConfig())

@@ -18,10 +18,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from dsgen import citations
 from dsgen.config import Config
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
-from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport
+from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport, source_texts
 
 MACHINE, HUMAN = 0, 1
 RANDOM_PAIR_POLICIES = ("score", "one")
@@ -247,9 +248,7 @@ def human_sentences(cfg: SdiConfig, context: ReweightContext) -> list[str]:
                          "this method generates x1 too")
     if cfg.human == "inputs" or not context.source:
         return list(context.human_texts)
-    from dsgen.data.inputs import load_inputs
-
-    return load_inputs(context.source, None, context.data_dir, distinct=True)
+    return source_texts(context.source, context.data_dir)
 
 
 @REWEIGHTERS.register("sdi")
@@ -261,8 +260,8 @@ class SdiReweighter(Reweighter):
         >>> pairs, summary = SdiReweighter(SdiConfig()).apply(train, ReweightContext(human_texts=x1s))  # doctest: +SKIP
     """
 
-    name = "sdi"
     config_class = SdiConfig
+    citation = citations.RISE
 
     def __init__(self, config: SdiConfig | None = None) -> None:
         super().__init__(config or SdiConfig())
@@ -270,6 +269,9 @@ class SdiReweighter(Reweighter):
 
     def models(self, plan: Any) -> list[str]:
         return [self.config.encoder]
+
+    def reads_source(self) -> bool:
+        return self.config.human == "source"
 
     def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
         import numpy as np

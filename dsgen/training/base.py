@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from dsgen.component import Component
 from dsgen.data.pairs import Pair
 from dsgen.registry import Registry
 
@@ -18,25 +19,18 @@ class TrainingOutcome:
     log: dict[str, Any] = field(default_factory=dict)
 
 
-class Trainer(ABC):
+class Trainer(Component):
     """Trains a sentence encoder on pairs whose ``weight`` (None = 1) scales each example's loss.
 
     Pairs of weight 0 are dropped before training. Subclasses take one config dataclass and
     report it through :meth:`get_config_dict`.
     """
 
-    name: str = "trainer"
-    config_class: type = type(None)
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
+    kind: ClassVar[str] = "trainer"
 
     @abstractmethod
     def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
         """Train on ``train``; use ``validation`` for model selection where the trainer does that."""
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {"trainer": self.name, **self.config.to_dict()}
 
 
 def _builtins() -> None:
@@ -44,7 +38,8 @@ def _builtins() -> None:
     import dsgen.training.regression  # noqa: F401
 
 
-TRAINERS: Registry[type[Trainer]] = Registry("trainer", builtins=_builtins)
+TRAINERS: Registry[type[Trainer]] = Registry("trainer", base_cls=Trainer, entry_point_group="dsgen.trainers",
+                                             builtins=_builtins)
 
 
 def weighted(pairs: list[Pair]) -> list[tuple[Pair, float]]:

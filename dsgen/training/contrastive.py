@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsgen import citations
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
@@ -123,8 +124,8 @@ class ContrastiveTrainer(Trainer):
         >>> ContrastiveTrainer(ContrastiveConfig(batch_size=64)).train(pairs, [], seed=1)  # doctest: +SKIP
     """
 
-    name = "contrastive"
     config_class = ContrastiveConfig
+    citation = citations.GENSE
 
     def __init__(self, config: ContrastiveConfig | None = None) -> None:
         super().__init__(config or ContrastiveConfig())
@@ -132,9 +133,12 @@ class ContrastiveTrainer(Trainer):
     def get_config_dict(self) -> dict[str, Any]:
         out = super().get_config_dict()
         if self.config.nli_file:
-            from dsgen.models import model_fingerprint
+            from pathlib import Path
 
-            out["nli_file_fingerprint"] = model_fingerprint(self.config.nli_file)
+            from dsgen.identity import file_key
+
+            path = Path(self.config.nli_file)
+            out["nli_file_fingerprint"] = file_key(path) if path.is_file() else None  # the file's bytes, not its path
         return out
 
     def template(self, text: str) -> str:

@@ -76,7 +76,7 @@ class TrainingConfig(Config):
 
 def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
     """The encoder to train; any freshly initialised part is seeded by ``seed``."""
-    from dsgen.models import load_encoder
+    from dsgen.encoders import load_encoder
 
     model = load_encoder(cfg.encoder, cfg.device, seed=seed)
     if cfg.max_seq_length:

@@ -6,8 +6,8 @@ multiplies each example's loss by its importance weight.
 
 from __future__ import annotations
 
-from typing import Any
 
+from dsgen import citations
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
@@ -29,8 +29,8 @@ class RegressionTrainer(Trainer):
         >>> outcome.model.encode(["A sentence."])                                            # doctest: +SKIP
     """
 
-    name = "regression"
     config_class = TrainingConfig
+    citation = citations.DINO + "\n\n" + citations.SBERT
 
     def __init__(self, config: TrainingConfig | None = None) -> None:
         super().__init__(config or TrainingConfig())

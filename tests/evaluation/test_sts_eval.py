@@ -150,7 +150,7 @@ def test_offline_without_data_is_a_one_line_error(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_reproduces_mteb_scores(sts_data_dir):
-    from dsgen.models import load_encoder
+    from dsgen.encoders import load_encoder
 
     result = StsEvaluator(list(MTEB_TASKS), sts_data_dir).evaluate(load_encoder("minilm-l6", "cpu"), "minilm-l6")
     exact = {t: s.spearman for t, s in result.tasks.items()}

@@ -26,6 +26,36 @@ def installed(tmp_path_factory):
 def test_plugin_shows_up_in_dsgen_methods(installed):
     out = subprocess.run([sys.executable, "-m", "dsgen.cli", "methods"], capture_output=True, text=True, env=installed)
     assert out.returncode == 0 and "dino-top-k10" in out.stdout and "example plug-in" in out.stdout
+    assert "dino-copy-penalty" in out.stdout and "copy-penalty" in out.stdout
+
+
+PROBE = """
+import json
+from dsgen.data.pairs import Pair
+from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter
+cls = REWEIGHTERS.get("copy-penalty")
+pairs = [Pair("A man plays a guitar.", "A man plays a guitar.", 0.9), Pair("A man plays a guitar.", "Someone sings.", 0.1)]
+out, summary = cls(cls.config_class()).apply(pairs, ReweightContext())
+print(json.dumps({"subclass": issubclass(cls, Reweighter), "name": cls.name, "version": cls.version,
+                  "citation": "@" in cls.citation, "names": REWEIGHTERS.names(),
+                  "weights": [p.weight for p in out], "summary": summary["penalised"]}))
+"""
+
+
+def test_a_plugin_adds_a_stage_through_its_entry_point_group(installed):
+    """Not only a recipe: a reweighter written outside dsgen, found through `dsgen.reweighters`, named by
+    its entry point, checked against the stage's base class, planned and applied like a built-in one."""
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=installed)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["subclass"] and got["name"] == "copy-penalty" and got["version"] == 1 and got["citation"]
+    assert "copy-penalty" in got["names"] and "sdi" in got["names"]
+    assert got["weights"][0] == pytest.approx(0.1) and got["weights"][1] == 1.0 and got["summary"] == 1
+    plan = subprocess.run([sys.executable, "-m", "dsgen.cli", "plan", "dino-copy-penalty", "--preset", "smoke", "--json"],
+                          capture_output=True, text=True, env=installed)
+    assert plan.returncode == 0, plan.stderr
+    reweighter = json.loads(plan.stdout)["plan"]["reweighter"]
+    assert reweighter == {"reweighter": "copy-penalty", "threshold": 0.6, "floor": 0.1}
 
 
 @pytest.mark.slow

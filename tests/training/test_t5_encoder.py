@@ -29,7 +29,7 @@ def test_the_embedding_is_the_first_decoder_state_and_survives_save_and_load(tmp
     from sentence_transformers import SentenceTransformer
     from transformers import T5Model, T5TokenizerFast
 
-    from dsgen.models import load_encoder
+    from dsgen.encoders import load_encoder
 
     path = build_tiny_t5(tmp_path / "t5")
     model = load_encoder(f"t5:{path}", "cpu")

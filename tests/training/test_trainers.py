@@ -77,7 +77,9 @@ def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_enco
     cfg = ContrastiveConfig(encoder=str(tiny_encoder_dir), batch_size=8, mini_batch_size=4, device="cpu",
                             nli_file=str(nli), nli_batch_size=6, nli_epochs=1.0)
     trainer = ContrastiveTrainer(cfg)
-    assert trainer.get_config_dict()["nli_file_fingerprint"]["size"] == nli.stat().st_size
+    from dsgen.identity import file_key
+
+    assert trainer.get_config_dict()["nli_file_fingerprint"] == file_key(nli)  # the file's bytes, not its size and mtime
     from dsgen.data.sts import using_data_dir
 
     with using_data_dir(str(sts_data_dir)):
@@ -181,7 +183,7 @@ def test_the_regression_trainer_defaults_to_the_papers_optimizer_and_length(tiny
 def test_one_step_moves_the_weights_by_the_configured_learning_rate(tiny_encoder_dir, name, factor):
     """One full-batch step at lr 2e-5 (not either optimizer's class default): Adam moves a weight by about
     lr times m / sqrt(v), sqrt(1000) / 10 = 3.16 times lr without bias correction and 1 times lr with it."""
-    from dsgen.models import load_encoder
+    from dsgen.encoders import load_encoder
 
     rng = random.Random(3)
     train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.9])) for _ in range(16)]

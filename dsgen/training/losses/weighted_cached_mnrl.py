@@ -59,4 +59,11 @@ class WeightedCachedMultipleNegativesRankingLoss(CachedMultipleNegativesRankingL
         return sum(losses)
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {**super().get_config_dict(), "reduction": "mean of w_i * loss_i"}
+        return {**super().get_config_dict(), "weighted": True, "reduction": "mean of w_i * loss_i"}
+
+    @property
+    def citation(self) -> str:
+        """GenSE's contrastive objective with per-anchor weights, and the gradient cache it runs through."""
+        from dsgen import citations
+
+        return citations.GENSE + "\n" + super().citation

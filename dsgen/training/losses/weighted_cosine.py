@@ -44,4 +44,11 @@ class WeightedCosineSimilarityLoss(CosineSimilarityLoss):
         return (self.loss_fct(output, scores) * weights).mean()
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"loss": "weighted mean squared error of cosine similarity", "reduction": "mean of w_i * loss_i"}
+        return {**super().get_config_dict(), "weighted": True, "reduction": "mean of w_i * loss_i"}
+
+    @property
+    def citation(self) -> str:
+        """RISE's weighted loss (its Eq. 3), as the model card cites it; the loss is Sentence-BERT's."""
+        from dsgen import citations
+
+        return citations.RISE + "\n\n" + citations.SBERT

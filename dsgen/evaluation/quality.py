@@ -39,7 +39,7 @@ class LabelJudge:
         import torch
 
         if self.model is None:
-            from dsgen.models import load_encoder
+            from dsgen.encoders import load_encoder
 
             self.model = load_encoder(self.encoder_name, self.device)
         todo = list(dict.fromkeys(s for p in pairs for s in (p.text_a, p.text_b) if s not in self.cache))

@@ -1,0 +1,148 @@
+"""Every registered component keeps the contract, as MTEB tests every task: one parametrised test per
+registry, over whatever is registered (a new method, stage, task spec or preset is tested the moment it
+exists), and every claim of the papers' files refers to registered methods and parses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dsgen.cli import app
+from dsgen.component import Component
+from dsgen.config import Config
+from dsgen.generation import GENERATORS
+from dsgen.method import METHODS, get_method
+from dsgen.planning import plan_run
+from dsgen.presets import builtin_presets, load_preset
+from dsgen.registry import Registry
+from dsgen.reweighting.base import REWEIGHTERS
+from dsgen.taskspec import BUILTIN_SPECS, load_task_spec
+from dsgen.training.base import TRAINERS
+
+STAGES = {"generator": GENERATORS, "reweighter": REWEIGHTERS, "trainer": TRAINERS}
+try:  # the labelling stage
+    from dsgen.labelling.base import LABELLERS
+
+    STAGES["labeller"] = LABELLERS
+except ImportError:  # pragma: no cover - before the stage exists
+    pass
+
+
+def _components():
+    return [(kind, name) for kind, registry in STAGES.items() for name in registry.names()]
+
+
+@pytest.mark.parametrize("kind,name", _components(), ids=[f"{k}-{n}" for k, n in _components()])
+def test_every_registered_stage_keeps_the_component_contract(kind, name):
+    cls = STAGES[kind].get(name)
+    assert issubclass(cls, Component) and cls.kind == kind
+    assert cls.name == name, "the registry names the class"
+    assert isinstance(cls.version, int) and cls.version >= 1
+    assert "@" in cls.citation and "title" in cls.citation, "a BibTeX citation"
+    assert issubclass(cls.config_class, Config)
+    config = cls.config_class()
+    assert cls.config_class.from_dict(config.to_dict()) == config  # survives from_dict(to_dict())
+    settings = cls(config).get_config_dict()
+    assert json.loads(json.dumps(settings)) == settings  # plain JSON values
+    assert kind == "generator" or settings[kind] == name  # (a generator's config names its LM under "generator")
+
+
+@pytest.mark.parametrize("name", METHODS.names())
+def test_every_method_composes_registered_stages_and_plans_under_every_preset(name):
+    method = get_method(name)
+    assert method.name == name and method.description and method.paper
+    for kind, stage in (("generator", method.generator), ("reweighter", method.reweighter),
+                        ("trainer", method.trainer)):
+        assert stage is None or stage in STAGES[kind]
+    for preset in builtin_presets():
+        plan_run(method, load_preset(preset), 1)  # resolves under every preset
+    shown = CliRunner().invoke(app, ["plan", name, "--preset", "quick", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["plan"]["method"]["name"] == name
+
+
+@pytest.mark.parametrize("name", BUILTIN_SPECS)
+def test_every_builtin_task_spec_loads_and_ends_its_instructions_with_a_quote(name):
+    spec = load_task_spec(name)
+    assert spec.labels and all(spec.prompt(label, "A sentence.").endswith(spec.close_quote.replace("”", "“"))
+                               or spec.prompt(label, "A sentence.").endswith('"') for label in spec.labels)
+    assert all(set(spec.counter_labels[label]) <= set(spec.labels) for label in spec.labels)
+
+
+@pytest.mark.parametrize("name", builtin_presets())
+def test_every_preset_loads_and_plans_dino(name):
+    preset = load_preset(name)
+    assert preset.description and preset.tasks
+    assert plan_run("dino", preset, 1).generation is not None
+
+
+def test_a_registry_checks_the_kind_and_names_the_class():
+    from dsgen.errors import DsgenError
+    from dsgen.reweighting.base import Reweighter, ReweightReport
+
+    reg = Registry("reweighter", base_cls=Reweighter)
+
+    class Half(Reweighter):
+        def score(self, pairs, context):
+            return ReweightReport([0.5] * len(pairs))
+
+    reg.add("half", Half)
+    assert Half.name == "half" and reg.get("half") is Half
+    with pytest.raises(DsgenError, match="must be a subclass of"):
+        reg.add("not-one", dict)
+    with pytest.raises(DsgenError, match="already registered as 'half'"):
+        reg.add("other-name", Half)
+    reg.add("lazy", "collections:OrderedDict")  # a lazy entry is checked on first use
+    with pytest.raises(DsgenError, match="must be a subclass of"):
+        reg.get("lazy")
+
+
+def test_every_stage_kind_has_its_own_entry_point_group():
+    groups = {kind: registry.entry_point_group for kind, registry in STAGES.items()}
+    assert groups == {kind: f"dsgen.{kind}s" for kind in STAGES}
+    assert METHODS.entry_point_group == "dsgen.methods"
+
+
+# -- the claims of the papers' files ------------------------------------------------------------------------
+
+def _claims():
+    from dsgen.claims import load_claims
+
+    return load_claims()
+
+
+@pytest.mark.parametrize("claim", _claims(), ids=lambda c: c.id)
+def test_every_claim_names_registered_methods_and_parses(claim):
+    from dsgen.claims import KINDS
+
+    assert claim.kind in KINDS and claim.statement and claim.table
+    for name in claim.methods:
+        assert name in METHODS, f"{claim.id}: method '{name}' is not registered"
+    if claim.paper_method is not None:
+        assert claim.paper_text() != "no figure"
+        if claim.kind != "between":
+            assert claim.paper_reference is not None and isinstance(claim.paper_difference, float)
+
+
+def test_an_interval_that_touches_zero_does_not_reproduce_a_claim():
+    """The verdict is a one-sided test at 2.5%: an interval whose lower end is exactly 0 does not exclude
+    0 (p = 0.025 is not below 0.025); a hair above it does."""
+    import numpy as np
+
+    from dsgen.claims import Claim, judge
+    from dsgen.evaluation.statistics import nested_interval
+
+    ref = {(d, t): 50.0 + d for d in (1, 2, 3) for t in (1, 2)}
+    diff = {1: 1.0, 2: 2.0, 3: 3.5}
+    method = {(d, t): ref[(d, t)] + diff[d] for d, t in ref}
+    low = nested_interval(ref, method).low
+    claim = Claim("P", "c", "T", 1, "a beats b", "greater", "a", reference=("b",), margin=0.1,
+                  paper_method=76.0, paper_reference=74.0)
+    touching = {k: v - low for k, v in method.items()}
+    assert nested_interval(ref, touching).low == pytest.approx(0.0, abs=1e-9)
+    assert judge(claim, {"a": touching, "b": ref}).verdict == "inconclusive"
+    above = {k: v + 1e-6 for k, v in touching.items()}
+    assert judge(claim, {"a": above, "b": ref}).verdict == "reproduced"
+    assert np.isfinite(judge(claim, {"a": above, "b": ref}).half_width)
