@@ -130,3 +130,11 @@ def weights_key(model: Any) -> str:
 def model_key(fingerprint: dict[str, Any]) -> str:
     """Keys a process-local cache of values derived from a model (an encoder's statistics)."""
     return stable_hash(fingerprint)
+
+
+def request_key(endpoint: str, base_url: str, model: str, body: dict[str, Any]) -> str:
+    """Names the cached response of one API request (the ``openai`` generator's ``<out>.requests/`` files):
+    the endpoint kind (``completions`` / ``chat``), the server's base URL, the model and the full request
+    body (prompt or messages, sampling parameters, seed). Never the API key: a key changes who pays, not
+    what is asked."""
+    return stable_hash({"endpoint": endpoint, "base_url": base_url, "model": model, "body": body}, length=24)

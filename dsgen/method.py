@@ -1,5 +1,5 @@
-"""A ``Method``: a recipe that composes a generator, postprocessing, a reweighter and a trainer by
-name and configuration. It holds no algorithm of its own.
+"""A ``Method``: a recipe that composes a generator, postprocessing, a labeller, a reweighter and a
+trainer by name and configuration. It holds no algorithm of its own.
 
 Built-in methods live in ``methods/`` (installed as ``dsgen.methods``), one file per paper,
 registered with ``@METHODS.register(name)`` on a function that returns the :class:`Method`.
@@ -34,6 +34,8 @@ class Method:
         x1_generation: when set, x1 is generated from scratch first with these
             ``GenerationConfig`` fields (DINO's STS-x1x2), instead of read from the inputs.
         postprocess: ``PostprocessConfig`` fields; None: no postprocessing, no validation split.
+        labeller / labeller_config: name in ``LABELLERS`` and its config fields (a judge's label or
+            rating for every pair, after postprocessing and before reweighting).
         reweighter / reweighter_config: name in ``REWEIGHTERS`` and its config fields.
         trainer / trainer_config: name in ``TRAINERS`` and its config fields; None: evaluate
             the preset's encoder as is.
@@ -54,6 +56,8 @@ class Method:
     generation: dict[str, Any] = field(default_factory=dict)
     x1_generation: dict[str, Any] | None = None
     postprocess: dict[str, Any] | None = field(default_factory=dict)
+    labeller: str | None = None
+    labeller_config: dict[str, Any] = field(default_factory=dict)
     reweighter: str | None = None
     reweighter_config: dict[str, Any] = field(default_factory=dict)
     trainer: str | None = "regression"
@@ -65,7 +69,7 @@ class Method:
     @property
     def uses_seed(self) -> bool:
         """False when every seed gives the same result (nothing generated, reweighted or trained)."""
-        return bool(self.generator or self.reweighter or self.trainer)
+        return bool(self.generator or self.labeller or self.reweighter or self.trainer)
 
     def stages(self) -> str:
         parts = []
@@ -75,6 +79,8 @@ class Method:
             parts.append(f"{self.generator}[{self.generation.get('task', 'sts-x2')}]")
         if self.postprocess is not None and self.generator:
             parts.append("postprocess")
+        if self.labeller:
+            parts.append(self.labeller)
         if self.reweighter:
             parts.append(self.reweighter)
         parts.append(self.trainer or "no training")

@@ -479,14 +479,28 @@ def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str 
     return LoadedLM(model, tok, name, source, time.perf_counter() - start, from_cache)
 
 
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer of a causal LM, without its weights (a driver that renders chat prompts for workers)."""
+    from transformers import AutoTokenizer
+
+    if name in _LMS_BY_NAME:
+        return _LMS_BY_NAME[name].tokenizer
+    source_dir, _, local_only = lm_source(name)
+    try:
+        return AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        raise DsgenError(f"cannot load the tokenizer of '{name}': {str(exc).splitlines()[0]}") from None
+
+
 _LMS: dict[tuple[str, str, str], LoadedLM] = {}  # the process-wide cache of loaded causal LMs
+_LMS_BY_NAME: dict[str, LoadedLM] = {}
 
 
 def shared_causal_lm(name: str, device: str = "auto", dtype: str = "float32") -> LoadedLM:
     """Load a causal LM once per process: generation, a zero-shot judge and a labeller share it."""
     key = (name, device, dtype)
     if key not in _LMS:
-        _LMS[key] = load_causal_lm(name, device, dtype)
+        _LMS[key] = _LMS_BY_NAME[name] = load_causal_lm(name, device, dtype)
     return _LMS[key]
 
 

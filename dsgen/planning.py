@@ -38,11 +38,11 @@ class Overrides:
     # which stages each command-line setting is meant for (``encoder`` is the sentence encoder, not,
     # say, the SDI classifier's backbone that a reweighter config also calls ``encoder``)
     STAGES = {"generator": ("generation",), "encoder": ("training",),
-              "device": ("generation", "reweighting", "training")}
+              "device": ("generation", "labelling", "reweighting", "training")}
 
     def layer(self, stage: str, cls: type) -> dict[str, Any]:
-        """The settings the command line sets for ``stage`` (``generation``, ``reweighting`` or
-        ``training``) whose config is ``cls``: the one rule for every stage. A setting applies when it
+        """The settings the command line sets for ``stage`` (``generation``, ``labelling``, ``reweighting``
+        or ``training``) whose config is ``cls``: the one rule for every stage. A setting applies when it
         is meant for the stage and the stage's config has the field (a reweighter without a device
         simply has none to set)."""
         values = {k: getattr(self, k) for k, stages in self.STAGES.items() if stage in stages}
@@ -96,10 +96,12 @@ def check_preset_keys(preset: Preset) -> None:
     """A preset key that no config of its section knows is a typo: say so instead of ignoring it."""
     from dsgen.data.postprocess import PostprocessConfig
     from dsgen.generation import GENERATORS
+    from dsgen.labelling import LABELLERS
     from dsgen.reweighting.base import REWEIGHTERS
     from dsgen.training.base import TRAINERS
 
     sections = {"generation": {n: GENERATORS.get(n).config_class for n in GENERATORS.names()},
+                "labelling": {n: LABELLERS.get(n).config_class for n in LABELLERS.names()},
                 "postprocess": {"postprocess": PostprocessConfig},
                 "training": {n: TRAINERS.get(n).config_class for n in TRAINERS.names()},
                 "reweighting": {n: REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
@@ -129,6 +131,7 @@ class RunPlan:
     generation: Any = None
     x1_generation: Any = None
     postprocess: Any = None
+    labeller: Any = None
     reweighter: Any = None
     trainer: Any = None
     encoder: str = "minilm-l6"
@@ -167,6 +170,7 @@ class RunPlan:
             "generation": self.generation.to_dict() if self.generation else None,
             "x1_generation": self.x1_generation.to_dict() if self.x1_generation else None,
             "postprocess": self.postprocess.to_dict() if self.postprocess else None,
+            "labeller": self.labeller.get_config_dict() if self.labeller else None,
             "reweighter": self.reweighter.get_config_dict() if self.reweighter else None,
             "trainer": self.trainer.get_config_dict() if self.trainer else None,
             "encoder": self.encoder,
@@ -191,8 +195,9 @@ class RunPlan:
     def models(self) -> list[str]:
         """Every model name the run uses (their fingerprints go into the run key)."""
         names = [g.generator for g in (self.generation, self.x1_generation) if hasattr(g, "generator")]
-        if self.reweighter is not None:
-            names += list(self.reweighter.models(self))
+        for stage in (self.labeller, self.reweighter):
+            if stage is not None:
+                names += list(stage.models(self))
         names.append(self.encoder)
         return list(dict.fromkeys(names))
 
@@ -249,6 +254,14 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         if method.postprocess is not None:
             plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
                 ("method", method.postprocess), ("preset", preset.postprocess), ("seed", {"seed": seed})])
+    if method.labeller:
+        from dsgen.labelling import LABELLERS
+
+        cls = LABELLERS.get(method.labeller)
+        cfg, plan.origins["labeller"] = resolve(cls.config_class, [
+            ("preset", _known(preset.labelling, cls.config_class, method.labeller)), ("method", method.labeller_config),
+            ("command line", ov.layer("labelling", cls.config_class))])
+        plan.labeller = cls(cfg)
     if method.reweighter:
         cls = REWEIGHTERS.get(method.reweighter)
         cfg, plan.origins["reweighter"] = resolve(cls.config_class, [

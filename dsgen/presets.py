@@ -43,8 +43,8 @@ class Preset(Config):
             ``bfloat16`` (an opt-in: about 2.4x faster on CPUs with AMX, scores within about 0.05;
             the trained model itself stays float32). Where bfloat16 is emulated (a CPU without
             AVX-512: about 100x slower than float32) the plan evaluates in float32 and says why.
-        generation / training / reweighting: fields of ``GenerationConfig``, of the trainer's
-            config and of the reweighter's config that set scale (model, batch size, device).
+        generation / training / labelling / reweighting: fields of ``GenerationConfig``, of the trainer's,
+            the labeller's and the reweighter's configs that set scale (model, batch size, device).
         postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,
             over the method's own (for controls such as ``shuffle_labels``).
     """
@@ -63,6 +63,7 @@ class Preset(Config):
     eval_dtype: str = "float32"
     generation: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
+    labelling: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
 

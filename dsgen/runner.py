@@ -138,7 +138,7 @@ class Runner:
             data = data if data is not None else self.data_inputs(plan)
             ev = self.evaluator(plan)
             stages: dict[str, Any] = {"postprocess": plan.postprocess.to_dict() if plan.postprocess else None}
-            for stage in ("reweighter", "trainer"):
+            for stage in ("labeller", "reweighter", "trainer"):
                 component = getattr(plan, stage)
                 stages[stage] = stage_identity(component) if component is not None else None
             sources = {}
@@ -294,13 +294,25 @@ class Runner:
         extra.update(data.extra)
         timings = dict(data.timings)
         train = data.train
+        gen = plan.generation
+        load_generator = (lambda: self.context.lm(gen.generator, gen.device, gen.dtype)) if gen else None
+        if plan.labeller is not None:  # a judge's labels for the training and the validation pairs alike
+            from dsgen.labelling import LabelContext
+
+            t0 = time.perf_counter()
+            lctx = LabelContext(load_generator=load_generator, load_lm=self.context.lm, seed=plan.seed,
+                                device=plan.overrides.device or "auto", progress=self.progress)
+            try:
+                train, extra["labelling"] = plan.labeller.apply(train, lctx)
+                data.validation, _ = plan.labeller.apply(data.validation, lctx)
+            except DsgenError as exc:
+                raise self._fail(plan, str(exc), extra) from None
+            timings["label_seconds"] = round(time.perf_counter() - t0, 2)
         if plan.reweighter is not None:
             t1 = time.perf_counter()
-            gen = plan.generation
             ctx = ReweightContext(human_texts=data.human, seed=plan.seed, device=plan.overrides.device or "auto",
                                   progress=self.progress, source=plan.preset.inputs, data_dir=self.data_dir,
-                                  load_generator=(lambda: self.context.lm(gen.generator, gen.device, gen.dtype))
-                                  if gen else None)
+                                  load_generator=load_generator)
             try:
                 train, extra["reweighting"] = plan.reweighter.apply(train, ctx)
             except DsgenError as exc:

@@ -8,8 +8,18 @@ counter labels whose instructions the self-debiasing step pushes away from::
      "labels": {"1":   {"instruction": "Task: ... Sentence 2: \\"", "counter_labels": []},
                 "0.5": {"instruction": "...", "counter_labels": ["1"]}}}
 
-Built-in specs (``dsgen/task_specs/``): ``sts-x2`` and ``sts-x1`` (DINO) and ``gense``
-(GenSE's ``entailment`` / ``contradiction`` pair, each the other's counter label).
+Built-in specs (``dsgen/task_specs/``): ``sts-x2`` and ``sts-x1`` (DINO), ``gense`` (GenSE's
+``entailment`` / ``contradiction`` pair, each the other's counter label) and ``sts-x2-chat`` (DINO's
+instructions through a chat template).
+
+**Chat models.** An optional top-level ``"chat": true`` (and an optional ``"system"`` message) asks
+for the tokenizer's chat template: each instruction is split at its last line break, the text before
+becomes the user's turn and the last line (``Sentence 2: "``) opens the assistant's turn, so the
+model continues the quotation inside its own answer. Counter-instructions go through the same
+template, so self-debiasing applies unchanged. Specs without the field are DINO's, read as before::
+
+    {"task_name": "sts-chat", "chat": true, "system": "You write sentences.",
+     "labels": {"1": {"instruction": "Write a sentence that means the same as \"<X1>\".\nSentence: \""}}}
 """
 
 from __future__ import annotations
@@ -18,13 +28,14 @@ import json
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from dsgen.errors import DsgenError
 
 PLACEHOLDER = "<X1>"
 CLOSING_QUOTES = {'"': '"', "\u201c": "\u201d"}  # an instruction's opening mark -> the mark that ends an output
 OPENING_QUOTES = tuple(CLOSING_QUOTES)
-BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense")
+BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense", "sts-x2-chat")
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class TaskSpec:
     counter_labels: dict[str, tuple[str, ...]]
     source: str = ""
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    chat: bool = False          # render through the tokenizer's chat template (module docstring)
+    system: str | None = None   # the system message of a chat spec
 
     @property
     def labels(self) -> list[str]:
@@ -58,18 +71,45 @@ class TaskSpec:
         """True when the instructions continue an input x1 (they hold ``<X1>``)."""
         return PLACEHOLDER in next(iter(self.instructions.values()))
 
-    def prompt(self, label: str, x1: str | None) -> str:
+    def instruction(self, label: str, x1: str | None) -> str:
+        """The instruction of ``label`` with ``x1`` in its placeholder (DINO's prompt)."""
         template = self.instructions[label]
         return template.replace(PLACEHOLDER, x1) if x1 is not None else template
 
+    def turns(self, label: str, x1: str | None) -> tuple[list[dict[str, str]], str]:
+        """A chat spec's messages (system, user) and the text that opens the assistant's turn."""
+        user, _, opening = self.instruction(label, x1).rpartition("\n")
+        messages = ([{"role": "system", "content": self.system}] if self.system else [])
+        return messages + [{"role": "user", "content": user}], opening
+
+    def prompt(self, label: str, x1: str | None, tokenizer: Any = None) -> str:
+        """The text the model continues: the instruction, or for a chat spec the tokenizer's chat template
+        of its turns followed by the opening of the assistant's answer."""
+        if not self.chat:
+            return self.instruction(label, x1)
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise DsgenError(f"task spec {self.source or self.name} asks for a chat template, which the generator's "
+                             "tokenizer does not have; use an instruction-tuned model or a spec without \"chat\"")
+        messages, opening = self.turns(label, x1)
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        bos = getattr(tokenizer, "bos_token", None)
+        if bos and text.startswith(bos) and _adds_bos(tokenizer):
+            text = text[len(bos):]  # the tokenizer adds it again when the prompt is tokenised
+        return text + opening
+
     def without_counter_labels(self) -> "TaskSpec":
         return TaskSpec(self.name, dict(self.instructions), {k: () for k in self.instructions},
-                        self.source, self.raw)
+                        self.source, self.raw, self.chat, self.system)
 
     def to_dict(self) -> dict:
-        return {"task_name": self.name,
-                "labels": {lab: {"instruction": ins, "counter_labels": list(self.counter_labels[lab])}
-                           for lab, ins in self.instructions.items()}}
+        out: dict[str, Any] = {"task_name": self.name,
+                               "labels": {lab: {"instruction": ins, "counter_labels": list(self.counter_labels[lab])}
+                                          for lab, ins in self.instructions.items()}}
+        if self.chat:
+            out["chat"] = True
+            if self.system:
+                out["system"] = self.system
+        return out
 
     @classmethod
     def from_dict(cls, data: object, source: str = "<dict>", with_inputs: bool | None = None) -> "TaskSpec":
@@ -110,12 +150,32 @@ class TaskSpec:
         has = {lab: PLACEHOLDER in ins for lab, ins in instructions.items()}
         if len(set(has.values())) > 1:
             raise bad(f"either every instruction holds {PLACEHOLDER} or none does")
-        spec = cls(name, instructions, counters, source, data)
+        chat = data.get("chat", False)
+        if not isinstance(chat, bool):
+            raise bad("'chat' must be true or false")
+        system = data.get("system")
+        if system is not None and (not isinstance(system, str) or not chat):
+            raise bad("'system' must be a string, and only a chat spec (\"chat\": true) has one")
+        if chat:
+            for label, ins in instructions.items():
+                if "\n" not in ins:
+                    raise bad(f"a chat spec's instruction is split at its last line break (the last line opens the "
+                              f"assistant's answer); the instruction of label '{label}' has none")
+        spec = cls(name, instructions, counters, source, data, chat, system)
         if with_inputs is True and not spec.needs_inputs:
             raise bad(f"inputs were given but the instructions have no {PLACEHOLDER} placeholder; drop --inputs or add the placeholder")
         if with_inputs is False and spec.needs_inputs:
             raise bad(f"the instructions hold {PLACEHOLDER} but no inputs were given; pass --inputs")
         return spec
+
+
+def _adds_bos(tokenizer: Any) -> bool:
+    """Whether tokenising a text puts the BOS token in front of it."""
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos_id is None:
+        return False
+    ids = tokenizer("x", add_special_tokens=True)["input_ids"]
+    return bool(ids) and ids[0] == bos_id
 
 
 def load_task_spec(name_or_path: str, with_inputs: bool | None = None) -> TaskSpec:

@@ -13,6 +13,7 @@ from dsgen.cli import app
 from dsgen.component import Component
 from dsgen.config import Config
 from dsgen.generation import GENERATORS
+from dsgen.labelling import LABELLERS
 from dsgen.method import METHODS, get_method
 from dsgen.planning import plan_run
 from dsgen.presets import builtin_presets, load_preset
@@ -21,13 +22,7 @@ from dsgen.reweighting.base import REWEIGHTERS
 from dsgen.taskspec import BUILTIN_SPECS, load_task_spec
 from dsgen.training.base import TRAINERS
 
-STAGES = {"generator": GENERATORS, "reweighter": REWEIGHTERS, "trainer": TRAINERS}
-try:  # the labelling stage
-    from dsgen.labelling.base import LABELLERS
-
-    STAGES["labeller"] = LABELLERS
-except ImportError:  # pragma: no cover - before the stage exists
-    pass
+STAGES = {"generator": GENERATORS, "labeller": LABELLERS, "reweighter": REWEIGHTERS, "trainer": TRAINERS}
 
 
 def _components():
@@ -53,8 +48,8 @@ def test_every_registered_stage_keeps_the_component_contract(kind, name):
 def test_every_method_composes_registered_stages_and_plans_under_every_preset(name):
     method = get_method(name)
     assert method.name == name and method.description and method.paper
-    for kind, stage in (("generator", method.generator), ("reweighter", method.reweighter),
-                        ("trainer", method.trainer)):
+    for kind, stage in (("generator", method.generator), ("labeller", method.labeller),
+                        ("reweighter", method.reweighter), ("trainer", method.trainer)):
         assert stage is None or stage in STAGES[kind]
     for preset in builtin_presets():
         plan_run(method, load_preset(preset), 1)  # resolves under every preset

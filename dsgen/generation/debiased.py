@@ -140,14 +140,27 @@ class DebiasedGenerator(Generator):
             self._lm = self._load_lm() if self._load_lm else load_causal_lm(cfg.generator, cfg.device, cfg.dtype)
         return self._lm
 
+    @property
+    def tokenizer(self) -> Any:
+        """The LM's tokenizer: the loaded model's, or (workers decode elsewhere) loaded alone."""
+        from dsgen.generation.backends import LocalBackend
+
+        if self._lm is not None or self.backend is None or isinstance(self.backend, LocalBackend):
+            return self.lm.tokenizer
+        from dsgen.models import load_tokenizer
+
+        return load_tokenizer(self.config.generator)
+
     # -- planning -------------------------------------------------------------------------
     def chunks(self, spec: TaskSpec, inputs: list[str] | None) -> list[Chunk]:
         """Chunks of (x1, label, request), input-major so one chunk shares its prompts."""
         cfg = self.config
 
+        tok = self.tokenizer if spec.chat else None  # a chat spec renders through the tokenizer's template
+
         def item(x1: str | None, label: str, n: int) -> ChunkItem:
-            counters = tuple(spec.prompt(c, x1) for c in spec.counter_labels[label])
-            return ChunkItem(x1, label, DecodeRequest(spec.prompt(label, x1), counters, n, cfg.max_attempts))
+            counters = tuple(spec.prompt(c, x1, tok) for c in spec.counter_labels[label])
+            return ChunkItem(x1, label, DecodeRequest(spec.prompt(label, x1, tok), counters, n, cfg.max_attempts))
 
         if inputs is not None:
             units = [[item(x1, label, cfg.per_label) for label in spec.labels] for x1 in inputs]

@@ -36,33 +36,6 @@ FALSE_WORDS = (" false", "false", " False", "False")
 ALMOST_NOTHING = 0.05
 
 
-class ScoreCache:
-    """P(true) per (scoring model's fingerprint, prompt, x1, x2) for this process, so seeds and
-    methods that put the same pairs through the same discriminator score them once. Bounded:
-    the oldest entries go first."""
-
-    def __init__(self, max_entries: int = 500_000) -> None:
-        from collections import OrderedDict
-
-        self.max_entries = max_entries
-        self.entries: OrderedDict[str, float] = OrderedDict()
-
-    def get(self, key: str) -> float | None:
-        value = self.entries.get(key)
-        if value is not None:
-            self.entries.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: float) -> None:
-        self.entries[key] = value
-        self.entries.move_to_end(key)
-        while len(self.entries) > self.max_entries:
-            self.entries.popitem(last=False)
-
-
-SCORES = ScoreCache()
-
-
 @dataclass
 class DiscriminatorConfig(Config):
     """Args:
@@ -100,48 +73,14 @@ class DiscriminatorConfig(Config):
         self.negative_labels = tuple(self.negative_labels)
 
 
-def _word_token_ids(tokenizer: Any, words: tuple[str, ...]) -> list[int]:
-    """First token id of each spelling, distinct."""
-    ids = []
-    for w in words:
-        toks = tokenizer.encode(w, add_special_tokens=False)
-        if toks and toks[0] not in ids:
-            ids.append(toks[0])
-    return ids
-
-
 def lm_true_probability(lm: Any, pairs: list[tuple[str, str]], prompt: str, batch_size: int = 32,
                         progress: Any = None) -> Any:
-    """P(true) normalised over {true, false} for each (x1, x2) with a causal LM, zero-shot.
+    """P(true) normalised over {true, false} for each (x1, x2) with a causal LM, zero-shot
+    (:func:`dsgen.generation.judge.option_probabilities`: a pair's score does not depend on its batch)."""
+    from dsgen.generation.judge import option_probabilities
 
-    Prompts of similar token length are batched together (less padding) through the shared
-    left-padded, position-aware forward (:mod:`dsgen.generation.forward`), so a pair's score does
-    not depend on what else is in its batch.
-    """
-    import numpy as np
-    import torch
-
-    from dsgen.generation.forward import forward_last, pad_id, tokenize
-
-    tok, model = lm.tokenizer, lm.model
-    true_ids, false_ids = _word_token_ids(tok, TRUE_WORDS), _word_token_ids(tok, FALSE_WORDS)
-    shared = set(true_ids) & set(false_ids)  # e.g. a bare space in a character-level tokenizer
-    true_ids, false_ids = [i for i in true_ids if i not in shared], [i for i in false_ids if i not in shared]
-    if not true_ids or not false_ids:
-        raise DsgenError("the generator's tokenizer does not tell 'true' from 'false' by their first token")
-    ids = tokenize(tok, [prompt.format(x1=a, x2=b) for a, b in pairs]) if pairs else []
-    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
-    out = np.zeros(len(ids))
-    with torch.inference_mode():
-        for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
-            logp = torch.log_softmax(forward_last(model, [ids[j] for j in idx], pad_id(tok)).logits, dim=-1)
-            p_true = torch.logsumexp(logp[:, true_ids], dim=-1)
-            p_false = torch.logsumexp(logp[:, false_ids], dim=-1)
-            out[idx] = torch.sigmoid(p_true - p_false).cpu().numpy()  # = P(t) / (P(t) + P(f))
-            if progress:
-                progress(len(idx))
-    return out
+    prompts = [prompt.format(x1=a, x2=b) for a, b in pairs]
+    return option_probabilities(lm, prompts, [TRUE_WORDS, FALSE_WORDS], batch_size, progress)[:, 0]
 
 
 def gense_rules(x1: str, x2: str, cfg: DiscriminatorConfig) -> str | None:
@@ -187,6 +126,7 @@ class DiscriminatorFilter(Reweighter):
 
     config_class = DiscriminatorConfig
     citation = citations.GENSE
+    version = 2  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences
 
     def __init__(self, config: DiscriminatorConfig | None = None) -> None:
         super().__init__(config or DiscriminatorConfig())
@@ -219,28 +159,19 @@ class DiscriminatorFilter(Reweighter):
         return [] if self.config.scorer == "generator" else [self.config.scorer]
 
     def probabilities(self, pairs: list[Pair], context: ReweightContext) -> tuple[Any, Any]:
-        from dsgen.progress import progress_bar
 
         cfg = self.config
         texts = [(p.text_a, p.text_b or "") for p in pairs]
         if cfg.scorer == "generator":
             if context.load_generator is None:
                 raise DsgenError("the zero-shot discriminator needs the run's generator LM; set scorer to a cross-encoder id")
-            import numpy as np
-
-            from dsgen.identity import score_key
-            from dsgen.models import model_fingerprint
+            from dsgen.generation.judge import cached_judgements, option_probabilities
 
             lm = context.load_generator()
-            fingerprint = {**model_fingerprint(lm.name), "dtype": str(lm.model.dtype)}
-            keys = [score_key(fingerprint, cfg.prompt, a, b) for a, b in texts]
-            todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if SCORES.get(k) is None))
-            with progress_bar("discriminate", total=len(todo), enabled=context.progress and bool(todo)) as advance:
-                scores = lm_true_probability(lm, todo, cfg.prompt, cfg.batch_size, advance)
-            fresh = {t: float(v) for t, v in zip(todo, scores)}
-            p_true = np.array([fresh[t] if t in fresh else SCORES.get(k) for t, k in zip(texts, keys)], dtype=float)
-            for t, v in fresh.items():
-                SCORES.put(score_key(fingerprint, cfg.prompt, *t), v)
+            p_true = cached_judgements(
+                lm, texts, cfg.prompt, lambda prompts: option_probabilities(lm, prompts, [TRUE_WORDS, FALSE_WORDS],
+                                                                            cfg.batch_size)[:, 0],
+                progress=context.progress, what="discriminate")
             return p_true, 1.0 - p_true
         return cross_encoder_probabilities(cfg.scorer, texts, cfg.batch_size, cfg.device)
 

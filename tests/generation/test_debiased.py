@@ -162,3 +162,21 @@ def test_real_smollm2_two_inputs(tmp_path):
     assert len(pairs) >= 6
     assert {p.label for p in pairs} <= {1.0, 0.5, 0.0}
     assert all(p.text_b and '"' not in p.text_b and "\n" not in p.text_b for p in pairs)
+
+
+@pytest.mark.slow
+def test_real_smollm2_chat_prompted(tmp_path):
+    """Integration: the instruction-tuned SmolLM2 through its own chat template (sts-x2-chat): DINO's
+    instructions as user turns, the assistant's answer opened with `Sentence 2: "`, self-debiased."""
+    inputs = ["A man is playing a guitar.", "A woman is slicing an onion."]
+    gen = DebiasedGenerator(GenerationConfig(task="sts-x2-chat", generator="smollm2-135m", device="cpu", seed=1,
+                                             per_label=2))
+    spec = gen.spec(with_inputs=True)
+    (chunk,) = gen.chunks(spec, inputs)
+    prompt = chunk.items[0].request.prompt
+    assert "<|im_start|>user\nTask: Write two sentences" in prompt and prompt.endswith('<|im_start|>assistant\nSentence 2: "')
+    pairs = gen.generate(inputs, tmp_path / "chat.jsonl", progress=False)
+    assert pairs and all(p.text_b and '"' not in p.text_b and "\n" not in p.text_b for p in pairs)
+    assert {p.label for p in pairs} <= {0.0, 0.5, 1.0}
+    meta = json.loads((tmp_path / "chat.jsonl.meta.json").read_text())
+    assert meta["task_spec"]["chat"] is True and meta["config"]["sampling"]["decay_constant"] == 100.0

@@ -4,7 +4,8 @@ import pytest
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.reweighting.base import REWEIGHTERS, ReweightContext
-from dsgen.reweighting.discriminator import (DiscriminatorConfig, DiscriminatorFilter, ScoreCache, gense_rules,
+from dsgen.generation.judge import ScoreCache
+from dsgen.reweighting.discriminator import (DiscriminatorConfig, DiscriminatorFilter, gense_rules,
                                              lm_true_probability)
 from dsgen.reweighting.random_weights import RandomReweighter
 from dsgen.reweighting.sdi import SdiClassifier, SdiConfig, SdiData, SdiReweighter, bottom_filter, importance, sdi_training_data
@@ -160,7 +161,8 @@ def test_lm_discriminator_probabilities_sum_to_one(tiny_lm):
     # P(true) + P(false) = 1 by construction; check against a direct softmax over the two token sets
     import torch
 
-    from dsgen.reweighting.discriminator import FALSE_WORDS, TRUE_WORDS, _word_token_ids
+    from dsgen.generation.judge import word_token_ids as _word_token_ids
+    from dsgen.reweighting.discriminator import FALSE_WORDS, TRUE_WORDS
 
     tok = tiny_lm.tokenizer
     t_ids, f_ids = _word_token_ids(tok, TRUE_WORDS), _word_token_ids(tok, FALSE_WORDS)

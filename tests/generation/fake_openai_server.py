@@ -1,0 +1,193 @@
+"""A small scripted OpenAI-compatible server on 127.0.0.1 for the ``openai`` generator's tests.
+
+It answers ``POST /v1/completions`` and ``POST /v1/chat/completions`` deterministically: the text is
+a function of the prompt (or messages) and the request's ``seed`` (:func:`completion_text`,
+:func:`chat_text`), varied so that every output rule is exercised. Like ``transformers serve`` it
+refuses fields it does not know (422). A test can script what the first requests get (a 429, a 500,
+a malformed body), make the server die after k answers (:attr:`die_after`: it stops listening, as a
+killed server), or hold every request after k answers until :meth:`release` (to kill the client
+mid-run). It counts what it received and answered per request (prompt, seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+KNOWN_FIELDS = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+                "n", "stop", "stream", "logprobs"}
+WORDS = ["a", "man", "woman", "cat", "dog", "plays", "reads", "guitar", "book", "park", "small", "red"]
+
+HTML = {"status": 200, "body": "<html><body>502 Bad Gateway</body></html>", "content_type": "text/html"}
+RATE_LIMITED = {"status": 429, "body": json.dumps({"error": {"message": "Rate limit reached", "type": "requests"}}),
+                "headers": {"Retry-After": "0"}}
+SERVER_ERROR = {"status": 500, "body": json.dumps({"error": {"message": "internal error"}})}
+
+
+def _hash(*parts: Any) -> int:
+    return int(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), 16)
+
+
+def _sentence(h: int) -> str:
+    return " ".join(WORDS[(h >> (5 * i)) % len(WORDS)] for i in range(5)).capitalize() + "."
+
+
+def completion_text(prompt: str, seed: Any) -> str:
+    """A continuation of ``prompt`` (as a base LM would write it after an opening quote)."""
+    h = _hash(prompt, seed)
+    kind = h % 8
+    if kind == 0:
+        return _sentence(h >> 8) + " and so on without end"  # unclosed
+    if kind == 1:
+        return 'A sentence\nthat breaks."'  # newline
+    if kind == 2:
+        return '"\nSentence 3: "'  # empty
+    if kind == 3:
+        return 'The same sentence every time."\n'  # a duplicate within an (x1, label)
+    return _sentence(h >> 8) + '"\nSentence 3: "' + _sentence(h >> 40)
+
+
+def chat_text(messages: list[dict[str, str]], seed: Any) -> str:
+    """A chat model's reply, in the shapes real ones take."""
+    h = _hash(messages, seed)
+    s = _sentence(h >> 8)
+    return [f'Sentence 2: "{s}"', f'"{s}"', s, f'Here it is: "{s}" Hope it helps.', f"Sure!\n{s}",
+            f'Sentence 2: "{s}'][h % 6]
+
+
+class FakeOpenAIServer:
+    """The server, run in a thread; ``url`` is its ``/v1`` base URL.
+
+    Args:
+        port: 0 for a free port; a former server's port to restart "the same" server.
+        script: responses (``{"status", "body", "content_type", "headers"}``) for the first requests, in order.
+        die_after: stop listening once this many requests were answered.
+        hold_after: hold every request that arrives after this many answers until :meth:`release`,
+            then drop it unanswered.
+    """
+
+    def __init__(self, port: int = 0, script: list[dict[str, Any]] | None = None, die_after: int | None = None,
+                 hold_after: int | None = None) -> None:
+        self.script = list(script or [])
+        self.die_after = die_after
+        self.hold_after = hold_after
+        self.received: Counter = Counter()  # (path, prompt or messages, seed) -> requests received
+        self.answered: Counter = Counter()  # ... -> completions sent
+        self.authorization: list[str] = []
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.released = threading.Event()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread: threading.Thread | None = None
+        self.stopped = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def total_answered(self) -> int:
+        with self.lock:
+            return sum(self.answered.values())
+
+    def start(self) -> "FakeOpenAIServer":
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.stopped:
+                return
+            self.stopped = True
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- the handler -----------------------------------------------------------------------------
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, body: str, content_type: str = "application/json",
+                      headers: dict[str, str] | None = None) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path in ("/health", "/v1/health"):
+                    self._send(200, json.dumps({"status": "ok"}))
+                else:
+                    self._send(404, json.dumps({"error": "not found"}))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                chat = self.path == "/v1/chat/completions"
+                if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
+                    return
+                unknown = set(body) - KNOWN_FIELDS
+                if unknown:
+                    self._send(422, json.dumps({"detail": f"Unexpected fields in the request: {sorted(unknown)}"}))
+                    return
+                what = body.get("messages") if chat else body.get("prompt")
+                key = (self.path, json.dumps(what, sort_keys=True), body.get("seed"))
+                with server.lock:
+                    server.received[key] += 1
+                    server.authorization.append(self.headers.get("Authorization", ""))
+                    server.bodies.append(body)
+                    scripted = server.script.pop(0) if server.script else None
+                    answered = sum(server.answered.values())
+                if scripted is not None:
+                    self._send(scripted.get("status", 200), scripted["body"], scripted.get("content_type", "application/json"),
+                               scripted.get("headers"))
+                    return
+                if server.hold_after is not None and answered >= server.hold_after:
+                    server.released.wait()
+                    self.close_connection = True  # dropped unanswered
+                    return
+                if chat:
+                    text = chat_text(body["messages"], body.get("seed"))
+                    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    obj = "chat.completion"
+                else:
+                    text = completion_text(body["prompt"], body.get("seed"))
+                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                    obj = "text_completion"
+                reply = {"id": f"fake-{len(server.bodies)}", "object": obj, "created": int(time.time()),
+                         "model": body.get("model"), "choices": [choice],
+                         "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18}}
+                self._send(200, json.dumps(reply))
+                with server.lock:
+                    server.answered[key] += 1
+                    dies = server.die_after is not None and sum(server.answered.values()) >= server.die_after
+                if dies:
+                    threading.Thread(target=server.stop, daemon=True).start()
+
+        return Handler
