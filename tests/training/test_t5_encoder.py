@@ -1,6 +1,5 @@
 """GenSE's sentence encoder: a T5 encoder-decoder whose first decoder state is the embedding."""
 
-import pytest
 import torch
 
 
