@@ -88,12 +88,12 @@ class ContrastiveConfig(TrainingConfig):
         prompt: wrap every sentence in GenSE's encoder prompt in training and evaluation (GenSE: always).
         nli_file: optional human NLI triplets for GenSE's second stage (SimCSE's ``sent0, sent1,
             hard_neg`` CSV); trained after the synthetic stage with ``nli_epochs`` and ``nli_batch_size``.
-        max_seq_length: 64, GenSE's ``train.sh`` (``--max_seq_length 64``).
+        max_seq_length: 64, GenSE's ``train.sh`` (``--max_source_length 64``, ``train.sh#L17``).
         optimizer: torch's AdamW (GenSE used Adafactor: a listed departure).
         selection_data: keep the checkpoint with the best Spearman on these human pairs (``stsb-dev``:
             the STS benchmark dev split, gold / 5, GenSE's ``train.sh`` ``--metric_for_best_model
-            stsb_spearman``, evaluated every ``evaluation_steps`` = 250, at each epoch's end and at the
-            last step); None: train the whole schedule and keep the last step.
+            stsb_spearman``, evaluated every ``evaluation_steps`` = 250 steps only: ``evaluation_strategy
+            steps``, ``train.sh#L28-L33``); None: train the whole schedule and keep the last step.
         selection_metric: cosine Spearman, as GenSE's (SimCSE's) evaluation.
     """
 
@@ -102,6 +102,7 @@ class ContrastiveConfig(TrainingConfig):
     optimizer: str = "adamw-torch"
     selection_data: str | None = "stsb-dev"
     evaluation_steps: int = 250
+    evaluate_at_epoch_end: bool = False
     selection_metric: str = "cosine"
     learning_rate: float = 5e-5
     temperature: float = 0.05

@@ -40,6 +40,13 @@ class TrainingConfig(Config):
         selection_metric: ``max``: the best of the cosine, Euclidean, Manhattan and dot-product
             Spearman (what sentence-transformers 0.4, used by DINO and RISE, returned); ``cosine``.
         model_selection: keep the best validation checkpoint (False: keep the last step).
+        evaluate_at_epoch_end: evaluate also at every epoch's end and at the last step (sentence-transformers
+            0.4's schedule, DINO's and RISE's code); False: only every N steps (GenSE's Hugging Face Trainer,
+            ``evaluation_strategy steps``).
+        warmup_steps: linear warm-up over this many steps instead of ``warmup_ratio`` of them (0: the ratio).
+        ema_decay: 0 (the papers'): keep the trained weights. d in (0, 1): keep an exponential moving average
+            of the weights over the optimizer steps, ``w_avg <- d * w_avg + (1 - d) * w`` (Polyak averaging),
+            which smooths the last steps' noise; it replaces model selection (``model_selection = false``).
         max_seq_length: truncate inputs at this many tokens (128: sentence-transformers 0.4's
             ``models.Transformer`` default, which DINO's and RISE's code used; None: the encoder's own
             limit, e.g. 512).
@@ -59,6 +66,9 @@ class TrainingConfig(Config):
     evaluations_per_epoch: int = 0
     selection_metric: str = "max"
     model_selection: bool = True
+    evaluate_at_epoch_end: bool = True
+    warmup_steps: int = 0
+    ema_decay: float = 0.0
     max_seq_length: int | None = 128
     optimizer: str = "adamw-uncorrected"
     device: str = "auto"
@@ -72,6 +82,10 @@ class TrainingConfig(Config):
             raise DsgenError(f"selection_metric must be one of {', '.join(SELECTION_METRICS)} (got '{self.selection_metric}')")
         if self.batch_size < 1 or self.epochs <= 0 or self.learning_rate < 0:
             raise DsgenError("batch_size must be >= 1, epochs > 0 and learning_rate >= 0")
+        if not 0 <= self.ema_decay < 1 or self.warmup_steps < 0:
+            raise DsgenError(f"ema_decay must be in [0, 1) and warmup_steps >= 0 (got {self.ema_decay}, {self.warmup_steps})")
+        if self.ema_decay and self.model_selection:
+            raise DsgenError("weight averaging (ema_decay) replaces model selection: set model_selection = false")
 
 
 def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
@@ -88,6 +102,28 @@ def evaluation_interval(cfg: TrainingConfig, steps_per_epoch: int) -> int:
     if cfg.evaluations_per_epoch > 0:
         return max(1, steps_per_epoch // cfg.evaluations_per_epoch)
     return max(1, cfg.evaluation_steps)
+
+
+class WeightAverage:
+    """An exponential moving average of parameters: starts at their values now, ``update()`` after each
+    step (``a <- decay * a + (1 - decay) * w``), ``apply()`` writes the averages into the parameters."""
+
+    def __init__(self, params: list[Any], decay: float) -> None:
+        self.params, self.decay = params, decay
+        self.average = [p.detach().clone() for p in params]
+
+    def update(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1.0 - self.decay)
+
+    def apply(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for p, a in zip(self.params, self.average):
+                p.copy_(a)
 
 
 def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: int, evaluator: Any = None,
@@ -109,6 +145,19 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     started = time.perf_counter()
     history: list[tuple[int, float]] = []
 
+    class Averaging(TrainerCallback):
+        """Polyak averaging of the trainable weights over the optimizer steps (``ema_decay``), swapped
+        into the model when training ends."""
+
+        def __init__(self) -> None:
+            self.average = WeightAverage([p for p in model.parameters() if p.requires_grad], cfg.ema_decay)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.average.update()
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.average.apply()
+
     class Schedule(TrainerCallback):
         """Evaluate (and save) also at each epoch's end and at the last step, once per step."""
 
@@ -120,11 +169,12 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
                 control.should_evaluate = control.should_save = True
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if state.global_step >= state.max_steps:
+            if state.global_step >= state.max_steps and cfg.evaluate_at_epoch_end:
                 self._ask(state, control)
 
         def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self._ask(state, control)
+            if cfg.evaluate_at_epoch_end:
+                self._ask(state, control)
 
         def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kw: Any) -> None:
             self.last = state.global_step
@@ -134,7 +184,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     def build(output_dir: str, callback: Any) -> Any:
         args = SentenceTransformerTrainingArguments(
             output_dir=output_dir, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
-            learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,
+            learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps or cfg.warmup_ratio,
+            weight_decay=cfg.weight_decay,
             lr_scheduler_type="linear", seed=seed, data_seed=seed,
             eval_strategy="steps" if select else "no", eval_steps=interval if select else None,
             save_strategy="steps" if select else "no", save_steps=interval if select else None,
@@ -144,6 +195,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
             dataloader_pin_memory=False)
         callbacks = [callback, Schedule()] if select else [callback]
+        if cfg.ema_decay:
+            callbacks.append(Averaging())
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
                                           evaluator=evaluator if select else None, callbacks=callbacks,
                                           optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(cfg.optimizer, cfg.learning_rate))
@@ -157,6 +210,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             raise RuntimeError(f"model selection kept step {best[0]} (validation {best[1]:.5f}) but the returned model "
                                f"scores {restored:.5f}: the best checkpoint was not restored")
     return {"train_examples": n, "steps": int(steps), "evaluation_interval": interval if select else None,
+            "weights": f"exponential moving average, decay {cfg.ema_decay:g}" if cfg.ema_decay else "last step"
+            if not select else "best validation step",
             "selection_metric": cfg.selection_metric if select else None,
             "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
             "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,

@@ -194,3 +194,37 @@ def test_one_step_moves_the_weights_by_the_configured_learning_rate(tiny_encoder
     assert out.log["steps"] == 1
     moved = max(float((v - before[k]).abs().max()) for k, v in out.model.state_dict().items() if k in before)
     assert moved == pytest.approx(2e-5 * factor, rel=0.05)
+
+
+def test_weight_averaging_is_polyak_averaging_over_the_steps():
+    import torch
+
+    from dsgen.training.fit import WeightAverage
+
+    w = torch.nn.Parameter(torch.tensor([0.0, 4.0]))
+    avg = WeightAverage([w], decay=0.5)
+    trajectory = [torch.tensor([2.0, 2.0]), torch.tensor([4.0, 0.0])]
+    for point in trajectory:
+        with torch.no_grad():
+            w.copy_(point)
+        avg.update()
+    avg.apply()
+    # a0 = w0; a1 = 0.5 a0 + 0.5 w1; a2 = 0.5 a1 + 0.5 w2
+    assert torch.allclose(w.detach(), torch.tensor([0.25 * 0 + 0.25 * 2 + 0.5 * 4, 0.25 * 4 + 0.25 * 2 + 0.5 * 0]))
+
+
+def test_a_trainer_with_weight_averaging_keeps_the_average_not_the_last_step(tiny_encoder_dir):
+    import torch
+
+    rng = random.Random(3)
+    train = [Pair(sentence(rng), sentence(rng), rng.random()) for _ in range(64)]
+    common = dict(encoder=str(tiny_encoder_dir), batch_size=16, learning_rate=5e-3, device="cpu", model_selection=False,
+                  warmup_steps=1)
+    last = RegressionTrainer(TrainingConfig(**common)).train(train, [], seed=1, progress=False)
+    averaged = RegressionTrainer(TrainingConfig(**common, ema_decay=0.8)).train(train, [], seed=1, progress=False)
+    almost = RegressionTrainer(TrainingConfig(**common, ema_decay=1e-12)).train(train, [], seed=1, progress=False)
+    assert averaged.log["weights"] == "exponential moving average, decay 0.8" and last.log["weights"] == "last step"
+    a, b, c = (next(p for p in o.model.parameters() if p.requires_grad).detach() for o in (last, averaged, almost))
+    assert not torch.allclose(a, b) and torch.allclose(a, c, atol=1e-6)  # decay -> 0 is the last step
+    with pytest.raises(DsgenError, match="replaces model selection"):
+        TrainingConfig(encoder="x", ema_decay=0.9)
