@@ -48,3 +48,10 @@ def rise_random() -> Method:
 @register_method("rise-dino")
 def rise_dino() -> Method:
     return rise_recipe(description="RISE's DINO baseline: DINO's data, every weight 1, RISE's 3-epoch schedule")
+
+
+@register_method("rise-split-dev")
+def rise_split_dev() -> Method:
+    """dsgen's earlier RISE protocol, kept as an option: DINO's inputs and 90/10 split (train and dev share x1)."""
+    return dino_recipe(paper=PAPER, trainer_config=RISE_TRAINING, reweighter="sdi",
+                       description="RISE with the earlier protocol: the first inputs, a 90/10 split of one dataset")

@@ -95,7 +95,7 @@ def _tiny_models(root, data_dir):
     BertModel(BertConfig(vocab_size=len(bert_tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=256)).save_pretrained(root / "bert")
     bert_tok.save_pretrained(root / "bert")
-    build_tiny_t5(root / "t5")
+    build_tiny_t5(root / "t5", texts + ["Question: what can we draw from the above sentence?"])
     return {name: root / name for name in ("gpt2", "roberta", "bert", "t5")}
 
 
@@ -135,12 +135,18 @@ def test_the_paper_path_runs_end_to_end_on_the_papers_architectures(tmp_path, st
     assert out.returncode == 0, out.stderr + out.stdout
     results = {json.loads(p.read_text())["method"]: json.loads(p.read_text())
                for p in (tmp_path / "runs" / "results").rglob("data-*-seed-*.json") if not p.name.endswith(".failed.json")}
-    assert {"dino", "rise", "gense-no-filter", "base"} <= set(results)  # gense may keep no triplet (zero-shot judge)
+    assert {"dino", "rise", "gense-no-filter", "base"} <= set(results)
+    if "gense" not in results:  # a random tiny GPT-2 as GenSE's zero-shot judge rarely reaches alpha 0.9: the whole
+        # path ran up to the filter, which said so (a failure is recorded, never a result)
+        (failed,) = (tmp_path / "runs" / "results").rglob("gense/*/data-*-seed-1.failed.json")
+        assert "keeps" in json.loads(failed.read_text())["reason"] or "triplet" in json.loads(failed.read_text())["reason"]
     for method, result in results.items():
         ran = _flat(result["extra"]["plan"])
         paper = _flat(plan_run(method, load_preset("paper"), 1).to_dict())
         differ = {k for k in set(ran) | set(paper) if ran.get(k) != paper.get(k)}
         assert differ <= OVERRIDDEN, (method, {k: (ran.get(k), paper.get(k)) for k in differ - OVERRIDDEN})
     assert results["rise"]["extra"]["dev_inputs"] == 6 and results["rise"]["extra"]["reweighting"]["kept"] > 0
-    assert results["gense-no-filter"]["extra"]["training"]["validation_history"]  # selected on STSb dev
+    training = results["gense-no-filter"]["extra"]["training"]
+    # selection on STSb dev every 250 steps only (GenSE's evaluation_strategy steps): this run is shorter
+    assert training["evaluation_interval"] == 250 and (training["validation_history"] or training["steps"] < 250)
     assert results["dino"]["extra"]["training"]["steps"] >= 1

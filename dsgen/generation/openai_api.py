@@ -57,7 +57,7 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,6 +73,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MODES = {"completions": "completions", "chat": "chat/completions"}  # mode -> path under the base URL
 SELF_DEBIASING = "off: an OpenAI-compatible API gives no access to the counter-instruction rows"
 REJECTIONS = ("unclosed", "empty", "newline")
+CLIENT_FIELDS = {"model", "prompt", "messages", "max_tokens", "temperature", "top_p", "seed"}  # the rest: extra_body
 
 CITATION = """@misc{openai-api,
   title = {{OpenAI} {API} Reference: Completions and Chat Completions},
@@ -107,6 +108,10 @@ class OpenAIConfig(Config):
         chunk_inputs: inputs whose requests are queued together (bounds the queue; an interrupted run
             has finished the inputs in order).
         seed: run seed; each request's ``seed`` is derived from it, the prompt and the sample index.
+        extra_body: fields added to every request body, for a server's own extensions (they enter the
+            request keys). ``transformers serve`` samples only when asked with
+            ``{"generation_config": "{\"do_sample\": true}"}`` (else it decodes greedily, whatever the
+            temperature); vLLM and llama.cpp take ``top_k`` here. OpenAI's API refuses unknown fields.
     """
 
     model: str = ""
@@ -127,6 +132,7 @@ class OpenAIConfig(Config):
     remove_duplicates: bool = True
     chunk_inputs: int = 32
     seed: int = 42
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> "OpenAIConfig":
         """One-line errors for settings no run can use (the model is checked when a run starts)."""
@@ -141,6 +147,9 @@ class OpenAIConfig(Config):
             raise DsgenError(f"openai generator setting max_retries must be at least 0 (got {self.max_retries})")
         if self.timeout <= 0:
             raise DsgenError(f"openai generator setting timeout must be positive (got {self.timeout})")
+        clash = sorted(set(self.extra_body) & {"model", "prompt", "messages", "seed", "stream", "n"})
+        if clash:
+            raise DsgenError(f"openai generator setting extra_body may not set {', '.join(clash)}: the generator sets them")
         if not 0 < self.top_p <= 1 or self.temperature < 0:
             raise DsgenError(f"top_p must be in (0, 1] and temperature non-negative (got {self.top_p}, {self.temperature})")
         return self
@@ -314,7 +323,7 @@ class OpenAIGenerator(Generator):
 
         cfg = self.config
         system = getattr(spec, "system", None)
-        sampling = {"max_tokens": cfg.max_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p}
+        sampling = {"max_tokens": cfg.max_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p, **cfg.extra_body}
 
         def sample(x1: str | None, label: str, index: int) -> Sample:
             template = spec.instructions[label]
@@ -434,7 +443,9 @@ class OpenAIGenerator(Generator):
                 raise DsgenError(f"openai generator: {where} cancelled after an earlier error")
             retry_after = 0.0
             try:
-                raw = create(**sample.body)
+                known = {k: v for k, v in sample.body.items() if k in CLIENT_FIELDS}
+                extra = {k: v for k, v in sample.body.items() if k not in CLIENT_FIELDS}
+                raw = create(**known, extra_body=extra or None)
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = _one_line(getattr(exc.response, "text", "") or exc.message)

@@ -3,17 +3,18 @@
 import torch
 
 
-def build_tiny_t5(path):
-    """A tiny random T5 with a real T5-family tokenizer (SentencePiece-style Unigram, trained here)."""
+def build_tiny_t5(path, texts=None):
+    """A tiny random T5 with a real T5-family tokenizer (SentencePiece-style Unigram, trained here on
+    ``texts``: STS benchmark sentences in the paper-path test)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import T5Config, T5Model, T5TokenizerFast
 
-    texts = ["A man is playing a guitar.", "Two dogs run in a field.", "A woman slices an onion.",
-             "The cat sleeps on the sofa.", "Children play football in the park."] * 20
+    texts = texts or ["A man is playing a guitar.", "Two dogs run in a field.", "A woman slices an onion.",
+                      "The cat sleeps on the sofa.", "Children play football in the park."] * 20
     tok = Tokenizer(models.Unigram())
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=120, special_tokens=["<pad>", "</s>", "<unk>"],
+    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=120 if len(set(texts)) < 50 else 400, special_tokens=["<pad>", "</s>", "<unk>"],
                                                            unk_token="<unk>"))
     fast = T5TokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", extra_ids=0)
     torch.manual_seed(0)
