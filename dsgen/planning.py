@@ -31,9 +31,18 @@ class Overrides:
     encoder: str | None = None
     device: str | None = None
     preprocess: str | None = None
+    base_url: str | None = None
+
+    API_PREFIX = "openai:"  # --generator openai:<model>: the debiased core's place taken by the openai generator
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
+
+    @property
+    def api_model(self) -> str | None:
+        """The model of ``--generator openai:<model>`` (None: a local generator)."""
+        g = self.generator
+        return g[len(self.API_PREFIX):] if g and g.startswith(self.API_PREFIX) else None
 
     # which stages each command-line setting is meant for (``encoder`` is the sentence encoder, not,
     # say, the SDI classifier's backbone that a reweighter config also calls ``encoder``)
@@ -46,6 +55,8 @@ class Overrides:
         is meant for the stage and the stage's config has the field (a reweighter without a device
         simply has none to set)."""
         values = {k: getattr(self, k) for k, stages in self.STAGES.items() if stage in stages}
+        if self.api_model is not None:
+            values.pop("generator", None)  # the API generator takes it as its model (plan_run)
         return _known(values, cls)
 
 
@@ -128,6 +139,7 @@ class RunPlan:
     seed: int
     overrides: Overrides = field(default_factory=Overrides)
     data_seed: int | None = None  # the generation seed; None: the training seed (each seed its own data)
+    generator: str | None = None  # the generator stage's registry name (the method's, or openai for --generator openai:)
     generation: Any = None
     x1_generation: Any = None
     postprocess: Any = None
@@ -138,6 +150,7 @@ class RunPlan:
     evaluation: dict[str, Any] = field(default_factory=dict)
     size_of: "RunPlan | None" = None
     origins: dict[str, dict[str, str]] = field(default_factory=dict)
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)  # section -> setting -> what a stage cannot do
 
     @property
     def uses_seed(self) -> bool:
@@ -180,9 +193,10 @@ class RunPlan:
     def to_dict(self) -> dict[str, Any]:
         dev = ({"dev_inputs": self.method.dev_inputs, "dev_max_inputs": self.preset.dev_max_inputs}
                if self.method.dev_inputs else {})
+        api = {"generator": self.generator, "notes": self.notes} if self.generator != self.method.generator else {}
         return {"method": self.method.to_dict(), "preset": self.preset.name, "inputs": self.preset.inputs,
                 "max_inputs": self.preset.max_inputs, **dev, "seed": self.seed if self.uses_seed else None,
-                "overrides": self.overrides.to_dict(), **self.sections(),
+                "overrides": self.overrides.to_dict(), **api, **self.sections(),
                 "size_of": self.size_of.data_dict() if self.size_of else None}
 
     def data_dict(self) -> dict[str, Any]:
@@ -195,7 +209,7 @@ class RunPlan:
     def models(self) -> list[str]:
         """Every model name the run uses (their fingerprints go into the run key)."""
         names = [g.generator for g in (self.generation, self.x1_generation) if hasattr(g, "generator")]
-        for stage in (self.labeller, self.reweighter):
+        for stage in (self.labeller, self.reweighter, self.trainer):
             if stage is not None:
                 names += list(stage.models(self))
         names.append(self.encoder)
@@ -212,6 +226,8 @@ class RunPlan:
             flat = _flatten(values) if isinstance(values, dict) else {"name": values}
             for key, value in flat.items():
                 rows.append((section, key, value, self.origins.get(section, {}).get(key, "default")))
+            for key, note in self.notes.get(section, {}).items():
+                rows.append((section, key, note, f"{self.generator} generator"))
         return rows
 
 
@@ -240,12 +256,28 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         from dsgen.generation import GENERATORS
 
         cls = GENERATORS.get(method.generator).config_class
+        api = ov.api_model is not None and method.generator == "debiased"  # --generator openai:<model>
+        plan.generator = "openai" if api else method.generator
 
         def generation(extra_preset: dict[str, Any], recipe: dict[str, Any]) -> tuple[Any, dict[str, str]]:
             layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
-            return resolve(cls, [("preset", layer), ("method", recipe),
-                                 ("command line", ov.layer("generation", cls)),
-                                 (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
+            cfg, origins = resolve(cls, [("preset", layer), ("method", recipe),
+                                         ("command line", ov.layer("generation", cls)),
+                                         (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
+            if not api:
+                return cfg, origins
+            # the method's settings for the core, as the API generator's (a method needing self-debiasing is refused)
+            api_cls = GENERATORS.get("openai")
+            settings, plan.notes["generation"] = api_cls.adapt(cfg, method.name)
+            own = preset.generation.get("openai") if isinstance(preset.generation.get("openai"), dict) else {}
+            acfg, aorigins = resolve(api_cls.config_class, [
+                ("method", settings), ("preset", own),
+                ("command line", {"model": ov.api_model, "base_url": ov.base_url})])
+            renamed = {ours: f"sampling.{theirs}" for theirs, ours in api_cls.SAMPLING.items()}
+            for key in aorigins:
+                if aorigins[key] == "method":
+                    aorigins[key] = origins.get(renamed.get(key, key), "default")
+            return acfg, aorigins
 
         plan.generation, plan.origins["generation"] = generation({}, method.generation)
         if method.x1_generation is not None:

@@ -201,11 +201,11 @@ class Runner:
             return data
         method, preset = plan.method, plan.preset
         if plan.x1_generation is not None:
-            x1_pairs, data.keys["x1"], meta = self.dataset(method.generator, plan.x1_generation, None)
+            x1_pairs, data.keys["x1"], meta = self.dataset(plan.generator, plan.x1_generation, None)
             data.made_seconds += meta.get("timings", {}).get("generate_seconds", 0.0)
             data.inputs = list(dict.fromkeys(p.text_a for p in x1_pairs))
             data.extra["x1_generated"] = len(data.inputs)
-        else:
+        elif self.generator(plan.generator, plan.generation).needs_inputs():
             data.inputs = data.human = load_inputs(preset.inputs, preset.max_inputs, self.data_dir,
                                                    sample=method.input_sample, seed=plan.run[0])
         data.config = plan.generation
@@ -214,11 +214,11 @@ class Runner:
             data.config = data.config.replace(n_pairs=len(ref.train) + len(ref.validation))
             data.extra["size_of"] = {"method": plan.size_of.method.name, "pairs": data.config.n_pairs}
             data.keys["size_of"] = ref.extra.get("dataset_key")
-        data.keys["train"] = self.generator(method.generator, data.config).dataset_key(data.inputs)
+        data.keys["train"] = self.generator(plan.generator, data.config).dataset_key(data.inputs)
         if method.dev_inputs:  # RISE: a validation set generated apart, from other inputs (a second cached dataset)
             data.dev_inputs = load_inputs(method.dev_inputs, preset.dev_max_inputs, self.data_dir,
                                           sample=method.input_sample, seed=plan.run[0])
-            data.keys["dev"] = self.generator(method.generator, data.config).dataset_key(data.dev_inputs)
+            data.keys["dev"] = self.generator(plan.generator, data.config).dataset_key(data.dev_inputs)
         return data
 
     def training_data(self, plan: RunPlan, data: DataInputs | None = None) -> TrainingData:
@@ -228,19 +228,18 @@ class Runner:
         out = TrainingData()
         if plan.generation is None:
             return out
-        method = plan.method
         t0 = time.perf_counter()
         data = data if data is not None else self.data_inputs(plan)
         out.human, made = data.human, data.made_seconds
         out.extra.update(data.extra)
-        pairs, key, meta = self.dataset(method.generator, data.config, data.inputs)
+        pairs, key, meta = self.dataset(plan.generator, data.config, data.inputs)
         made += meta.get("timings", {}).get("generate_seconds", 0.0)
         out.extra.update(dataset_key=key, generated_pairs=len(pairs))
         if meta.get("capped") and "size_of" in out.extra:  # asked for more pairs than the source holds
             out.extra["size_of"]["capped_at"] = len(pairs)
         dev_pairs = None
         if data.dev_inputs is not None:
-            dev_pairs, dev_key, dev_meta = self.dataset(method.generator, data.config, data.dev_inputs)
+            dev_pairs, dev_key, dev_meta = self.dataset(plan.generator, data.config, data.dev_inputs)
             made += dev_meta.get("timings", {}).get("generate_seconds", 0.0)
             out.extra.update(dev_dataset_key=dev_key, dev_generated_pairs=len(dev_pairs), dev_inputs=len(data.dev_inputs))
         out.timings["generate_seconds"] = round(time.perf_counter() - t0, 2)
@@ -295,7 +294,8 @@ class Runner:
         timings = dict(data.timings)
         train = data.train
         gen = plan.generation
-        load_generator = (lambda: self.context.lm(gen.generator, gen.device, gen.dtype)) if gen else None
+        local = gen is not None and hasattr(gen, "generator") and hasattr(gen, "dtype")  # a local LM (not an API)
+        load_generator = (lambda: self.context.lm(gen.generator, gen.device, gen.dtype)) if local else None
         if plan.labeller is not None:  # a judge's labels for the training and the validation pairs alike
             from dsgen.labelling import LabelContext
 

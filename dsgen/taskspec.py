@@ -12,6 +12,19 @@ Built-in specs (``dsgen/task_specs/``): ``sts-x2`` and ``sts-x1`` (DINO), ``gens
 ``entailment`` / ``contradiction`` pair, each the other's counter label) and ``sts-x2-chat`` (DINO's
 instructions through a chat template).
 
+**Structured outputs.** An optional ``"output"`` object asks for more than one text per call:
+``{"format": "json", "fields": ["S1", "S2", "S3"], "anchor": "S1", "pairs": {"S2": "entailment",
+"S3": "contradiction"}}`` (instructions end with ``{``, an output ends at ``}`` and must parse as a JSON
+object with string values for every field: E5's STS triplets) or ``{"format": "numbered", "fields":
+["similar", "dissimilar"], "pairs": {...}}`` (instructions end with ``1. ``, an output is one line per
+field, ``2. ...``, ended by a blank line: Sim-GPT's answers). ``pairs`` names the label of the pair (x1,
+field), where x1 is the input or, with ``anchor``, a field of the same output. Without ``"output"``, an
+output is DINO's: the text before the closing quote.
+
+**Masked inputs.** ``<X1:mask=0.3>`` holds x1 with 30% of its words replaced by ``<mask>`` (CLAIF's
+corruption: ``ceil(0.3 * words)`` words, adjacent masks merged with probability 0.5), drawn from a seed
+of the sentence and the rate, so the same input gets the same prompt in any run.
+
 **Chat models.** An optional top-level ``"chat": true`` (and an optional ``"system"`` message) asks
 for the tokenizer's chat template: each instruction is split at its last line break, the text before
 becomes the user's turn and the last line (``Sentence 2: "``) opens the assistant's turn, so the
@@ -25,6 +38,7 @@ template, so self-debiasing applies unchanged. Specs without the field are DINO'
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -33,9 +47,100 @@ from typing import Any
 from dsgen.errors import DsgenError
 
 PLACEHOLDER = "<X1>"
+MASKED = re.compile(r"<X1:mask=(0(?:\.\d+)?|1(?:\.0+)?)>")  # x1 with a share of its words masked (CLAIF)
 CLOSING_QUOTES = {'"': '"', "\u201c": "\u201d"}  # an instruction's opening mark -> the mark that ends an output
 OPENING_QUOTES = tuple(CLOSING_QUOTES)
-BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense", "sts-x2-chat")
+FORMATS = {"quoted": None, "json": ("{", "}"), "numbered": ("1. ", "\n\n")}  # format -> (instruction end, output end)
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """What one output holds and where it ends (a spec's ``"output"``; the module docstring).
+
+    Args:
+        kind: ``quoted`` (DINO's: the text before the closing quote), ``json`` or ``numbered``.
+        end: the mark that ends an output.
+        fields: the texts a structured output holds, in order.
+        anchor: the field that is x1 (a spec that makes x1 in the same call).
+        pairs: field -> the label of the pair (x1, that field).
+    """
+
+    kind: str = "quoted"
+    end: str = '"'
+    fields: tuple[str, ...] = ()
+    anchor: str | None = None
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def structured(self) -> bool:
+        return self.kind != "quoted"
+
+    def judge(self, raw: str, allow_newlines: bool = False, keep_unclosed: bool = False) -> tuple[str | None, str | None]:
+        """(the text of an output, why it is rejected or None): the text before the end mark; rejected when
+        never ended (``unclosed``; or ``newline`` when a line ended first), empty, holding a newline in a
+        quoted output, or a structured one that does not parse (``unparsed``). One rule for every generator."""
+        if self.end in raw:
+            text: str | None = raw.split(self.end, 1)[0]
+        else:
+            text = raw if keep_unclosed else None
+        if text is None:
+            return None, "newline" if not self.structured and not allow_newlines and "\n" in raw else "unclosed"
+        if not text.strip() if self.structured else not text:
+            return text, "empty"
+        if not self.structured:
+            return text, "newline" if not allow_newlines and "\n" in text else None
+        return text, None if self.parse(text) is not None else "unparsed"
+
+    def parse(self, text: str) -> dict[str, str] | None:
+        """The fields of a structured output's text (None when it does not hold them all)."""
+        if self.kind == "json":
+            try:
+                obj = json.loads("{" + text + "}")
+            except json.JSONDecodeError:
+                return None
+            values = {f: obj.get(f) for f in self.fields} if isinstance(obj, dict) else {}
+        else:
+            lines = [line.strip() for line in text.strip().split("\n")]
+            values = {}
+            for i, f in enumerate(self.fields):
+                line = lines[i] if i < len(lines) else ""
+                values[f] = line if i == 0 else line[len(f"{i + 1}."):].strip() if line.startswith(f"{i + 1}.") else None
+        if not all(isinstance(v, str) and v.strip() and "\n" not in v for v in values.values()):
+            return None
+        return {f: v.strip() for f, v in values.items()}
+
+    def pair_texts(self, x1: str | None, text: str) -> list[tuple[str, str, str]]:
+        """(x1, x2, label) of every pair an accepted output makes."""
+        values = self.parse(text) or {}
+        a = values.get(self.anchor) if self.anchor else x1
+        return [(a, values[f], label) for f, label in self.pairs if a and values.get(f)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.kind, "fields": list(self.fields), "anchor": self.anchor, "pairs": dict(self.pairs)}
+
+
+def mask_words(x1: str, rate: float) -> str:
+    """CLAIF's corruption (``modeling.py#L34-L55``): ``ceil(rate * words)`` whitespace words become ``<mask>``,
+    and with probability 0.5 adjacent masks are merged into one; seeded by the sentence and the rate."""
+    import math
+    import random
+
+    from dsgen.identity import texts_key
+
+    words = x1.split()
+    rng = random.Random(int(texts_key([x1, f"{rate:g}"]), 16))
+    n = min(len(words), math.ceil(len(words) * rate))
+    for i in rng.sample(range(len(words)), n):
+        words[i] = "<mask>"
+    if rng.random() < 0.5:
+        merged: list[str] = []
+        for w in words:
+            if not (w == "<mask>" and merged and merged[-1] == "<mask>"):
+                merged.append(w)
+        words = merged
+    return " ".join(words)
+BUILTIN_SPECS = ("sts-x2", "sts-x1", "gense", "sts-x2-chat", "syncse", "syncse-scratch", "sim-gpt", "claif", "e5-sts",
+                 "multicsr")
 
 
 @dataclass(frozen=True)
@@ -56,6 +161,7 @@ class TaskSpec:
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     chat: bool = False          # render through the tokenizer's chat template (module docstring)
     system: str | None = None   # the system message of a chat spec
+    output: OutputFormat = field(default_factory=OutputFormat)
 
     @property
     def labels(self) -> list[str]:
@@ -63,18 +169,22 @@ class TaskSpec:
 
     @property
     def close_quote(self) -> str:
-        """The mark that ends a generated text: the partner of the instructions' opening quote."""
-        return CLOSING_QUOTES[next(iter(self.instructions.values()))[-1]]
+        """The mark that ends a generated text: the partner of the instructions' opening quote, or a
+        structured output's end (``}``, a blank line)."""
+        return self.output.end
 
     @property
     def needs_inputs(self) -> bool:
-        """True when the instructions continue an input x1 (they hold ``<X1>``)."""
-        return PLACEHOLDER in next(iter(self.instructions.values()))
+        """True when the instructions continue an input x1 (they hold ``<X1>`` or ``<X1:mask=r>``)."""
+        ins = next(iter(self.instructions.values()))
+        return PLACEHOLDER in ins or bool(MASKED.search(ins))
 
     def instruction(self, label: str, x1: str | None) -> str:
-        """The instruction of ``label`` with ``x1`` in its placeholder (DINO's prompt)."""
+        """The instruction of ``label`` with ``x1`` in its placeholder (DINO's prompt), or masked (CLAIF's)."""
         template = self.instructions[label]
-        return template.replace(PLACEHOLDER, x1) if x1 is not None else template
+        if x1 is None:
+            return template
+        return MASKED.sub(lambda m: mask_words(x1, float(m.group(1))), template).replace(PLACEHOLDER, x1)
 
     def turns(self, label: str, x1: str | None) -> tuple[list[dict[str, str]], str]:
         """A chat spec's messages (system, user) and the text that opens the assistant's turn."""
@@ -99,7 +209,7 @@ class TaskSpec:
 
     def without_counter_labels(self) -> "TaskSpec":
         return TaskSpec(self.name, dict(self.instructions), {k: () for k in self.instructions},
-                        self.source, self.raw, self.chat, self.system)
+                        self.source, self.raw, self.chat, self.system, self.output)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"task_name": self.name,
@@ -109,6 +219,8 @@ class TaskSpec:
             out["chat"] = True
             if self.system:
                 out["system"] = self.system
+        if self.output.structured:
+            out["output"] = self.output.to_dict()
         return out
 
     @classmethod
@@ -126,14 +238,19 @@ class TaskSpec:
         name = str(data.get("task_name", Path(source).stem))
         instructions: dict[str, str] = {}
         counters: dict[str, tuple[str, ...]] = {}
+        output = _output_format(data.get("output"), bad)
         for label, entry in labels.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("instruction"), str):
                 raise bad(f"label '{label}' needs an 'instruction' string")
             ins = entry["instruction"]
+            if output.structured:
+                opening = FORMATS[output.kind][0]
+                if not ins.endswith(opening):
+                    raise bad(f"the instruction of label '{label}' must end with {opening!r} (a {output.kind} output)")
             # the last quote must open a quotation: it ends the text and leaves an odd count of '"'
-            if not ins.endswith(OPENING_QUOTES) or (ins.endswith('"') and ins.count('"') % 2 == 0):
+            elif not ins.endswith(OPENING_QUOTES) or (ins.endswith('"') and ins.count('"') % 2 == 0):
                 raise bad(f"the instruction of label '{label}' must end with an opening quotation mark (\")")
-            n_placeholders = ins.count(PLACEHOLDER)
+            n_placeholders = ins.count(PLACEHOLDER) + len(MASKED.findall(ins))
             if n_placeholders > 1:
                 raise bad(f"the instruction of label '{label}' has {n_placeholders} {PLACEHOLDER} placeholders; use one")
             cl = entry.get("counter_labels", [])
@@ -145,9 +262,11 @@ class TaskSpec:
             for c in cl:
                 if c not in instructions:
                     raise bad(f"counter label '{c}' of label '{label}' is not a label (labels: {', '.join(instructions)})")
-        if len({ins[-1] for ins in instructions.values()}) > 1:
-            raise bad("every instruction must end with the same opening quotation mark (\" or \u201c)")
-        has = {lab: PLACEHOLDER in ins for lab, ins in instructions.items()}
+        if not output.structured:
+            if len({ins[-1] for ins in instructions.values()}) > 1:
+                raise bad("every instruction must end with the same opening quotation mark (\" or \u201c)")
+            output = OutputFormat(end=CLOSING_QUOTES[next(iter(instructions.values()))[-1]])
+        has = {lab: PLACEHOLDER in ins or bool(MASKED.search(ins)) for lab, ins in instructions.items()}
         if len(set(has.values())) > 1:
             raise bad(f"either every instruction holds {PLACEHOLDER} or none does")
         chat = data.get("chat", False)
@@ -161,12 +280,33 @@ class TaskSpec:
                 if "\n" not in ins:
                     raise bad(f"a chat spec's instruction is split at its last line break (the last line opens the "
                               f"assistant's answer); the instruction of label '{label}' has none")
-        spec = cls(name, instructions, counters, source, data, chat, system)
+        if output.structured and not output.anchor and not all(has.values()):
+            raise bad("a structured output without inputs must name its 'anchor' field (the x1 of its pairs)")
+        spec = cls(name, instructions, counters, source, data, chat, system, output)
         if with_inputs is True and not spec.needs_inputs:
             raise bad(f"inputs were given but the instructions have no {PLACEHOLDER} placeholder; drop --inputs or add the placeholder")
         if with_inputs is False and spec.needs_inputs:
             raise bad(f"the instructions hold {PLACEHOLDER} but no inputs were given; pass --inputs")
         return spec
+
+
+def _output_format(data: Any, bad: Any) -> OutputFormat:
+    """A spec's ``"output"`` object, validated (absent: DINO's quoted output, its end set by the caller)."""
+    if data is None:
+        return OutputFormat()
+    if not isinstance(data, dict) or data.get("format") not in ("json", "numbered"):
+        raise bad("'output' must be an object with \"format\": \"json\" or \"numbered\"")
+    fields = data.get("fields")
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
+        raise bad("'output' needs its 'fields': a list of names")
+    pairs = data.get("pairs")
+    if not isinstance(pairs, dict) or not pairs or not set(pairs) <= set(fields):
+        raise bad("'output' needs 'pairs': field -> the label of the pair (x1, field), for fields it names")
+    anchor = data.get("anchor")
+    if anchor is not None and (anchor not in fields or anchor in pairs):
+        raise bad("'output' anchor must be one of its fields, and not one that makes a pair with itself")
+    return OutputFormat(data["format"], FORMATS[data["format"]][1], tuple(fields), anchor,
+                        tuple((str(f), str(label)) for f, label in pairs.items()))
 
 
 def _adds_bos(tokenizer: Any) -> bool:

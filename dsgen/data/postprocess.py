@@ -1,7 +1,8 @@
 """DINO's postprocessing of a generated STS dataset (Schick & Schütze, 2021, Sec. 4), each step
 a named option of :class:`PostprocessConfig`:
 
-1. remove pairs with x1 == x2 (no training signal for a bi-encoder);
+1. remove pairs with x1 == x2 (no training signal for a bi-encoder), and pairs whose x2 still holds
+   ``drop_containing`` (CLAIF's ``postprocess_dataset.py``: a rewrite that kept a ``<mask>``; off by default);
 2. remove duplicate (x1, x2, y);
 3. keep at most ``max_per_x1_label`` x2 per (x1, y);
 4. label smoothing: y -> y * (1 - eps) + eps / 2 (eps 0.2: 0 -> 0.1, 0.5 -> 0.5, 1 -> 0.9);
@@ -32,6 +33,7 @@ from dsgen.data.pairs import Pair
 @dataclass
 class PostprocessConfig(Config):
     remove_identical: bool = True
+    drop_containing: str = ""
     remove_duplicates: bool = True
     max_per_x1_label: int = 2
     label_smoothing: float = 0.2
@@ -56,9 +58,14 @@ def postprocess(pairs: list[Pair], cfg: PostprocessConfig | None = None,
     seen: set[tuple] = set()
     per_x1_label: dict[tuple, int] = defaultdict(int)
     tally = {"generated": len(pairs), "removed_identical": 0, "removed_duplicates": 0, "removed_beyond_max_per_x1_label": 0}
+    if cfg.drop_containing:
+        tally["removed_containing"] = 0
     for p in pairs:
         if cfg.remove_identical and p.text_a == p.text_b:
             tally["removed_identical"] += 1
+            continue
+        if cfg.drop_containing and cfg.drop_containing in (p.text_b or ""):
+            tally["removed_containing"] += 1
             continue
         if cfg.remove_duplicates:
             if p.key() in seen:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from dsgen.generation.chunks import Chunk, decode_chunk
 from dsgen.generation.decoding import DebiasedDecoder, OutputRules, SamplingConfig
 from dsgen.registry import Registry
+from dsgen.taskspec import OutputFormat
 
 ChunkDone = Callable[[Chunk, "list[dict[str, Any]]", "dict[str, Any]"], None]
 
@@ -30,7 +31,8 @@ class DecoderSpec:
         device / dtype: where and in which precision it runs.
         sampling: :class:`SamplingConfig` of the task.
         max_rows: rows decoded at once.
-        close_quote / allow_newlines / keep_unclosed: output rules.
+        output / allow_newlines / keep_unclosed: output rules (the task spec's :class:`OutputFormat`:
+            where an output ends and what it must hold).
     """
 
     generator: str
@@ -38,7 +40,7 @@ class DecoderSpec:
     dtype: str
     sampling: SamplingConfig
     max_rows: int
-    close_quote: str = '"'
+    output: OutputFormat = field(default_factory=OutputFormat)
     allow_newlines: bool = False
     keep_unclosed: bool = False
 
@@ -50,8 +52,8 @@ class DecoderSpec:
     def build(self, lm: Any) -> DebiasedDecoder:
         end_ids = lm.end_ids()
         out = lm.model.get_output_embeddings()
-        rules = OutputRules(lm.tokenizer, int(out.weight.shape[0]) if out is not None else None, self.close_quote,
-                            self.allow_newlines, self.keep_unclosed, end_ids)
+        rules = OutputRules(lm.tokenizer, int(out.weight.shape[0]) if out is not None else None, self.output.end,
+                            self.allow_newlines, self.keep_unclosed, end_ids, self.output)
         return DebiasedDecoder(lm.model, lm.tokenizer, self.sampling, self.max_rows, rules, end_ids)
 
 

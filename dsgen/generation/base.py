@@ -65,6 +65,10 @@ class Generator(Component):
         field names the LM it runs)."""
         return self.config.to_dict()
 
+    def needs_inputs(self) -> bool:
+        """Whether it continues input texts x1 (False: it makes x1 itself, or reads no inputs)."""
+        return True
+
     @abstractmethod
     def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
         """Generate pairs for ``inputs`` (None when the task makes x1 from scratch)."""

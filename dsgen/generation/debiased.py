@@ -85,8 +85,9 @@ class GenerationConfig(Config):
             raise DsgenError(f"max_new_tokens must be at least 1 (got {s.max_new_tokens})")
         if not 0 < s.top_p <= 1:
             raise DsgenError(f"top_p must be in (0, 1] (got {s.top_p})")
-        if s.top_k < 0 or s.decay_constant < 0 or not 0 < s.epsilon <= 1:
-            raise DsgenError("top_k and the decay constant must be non-negative and epsilon in (0, 1]")
+        if s.top_k < 0 or s.decay_constant < 0 or not 0 < s.epsilon <= 1 or s.temperature <= 0:
+            raise DsgenError("top_k and the decay constant must be non-negative, epsilon in (0, 1] and the temperature "
+                             "positive")
         check_device(self.device)
         check_dtype(self.dtype)
         return self
@@ -104,7 +105,7 @@ class DebiasedGenerator(Generator):
 
     config_class = GenerationConfig
     citation = citations.DINO + "\n\n" + citations.SELF_DEBIASING
-    version = 2  # 2: rejected outputs recorded with their reason in the chunk files
+    version = 2  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs
     supports_debiasing = True
 
     def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,
@@ -118,6 +119,9 @@ class DebiasedGenerator(Generator):
     def build(cls, config: GenerationConfig, context: GenerationContext) -> "DebiasedGenerator":
         return cls(config, backend=context.backend,
                    load_lm=lambda: context.lm(config.generator, config.device, config.dtype))
+
+    def needs_inputs(self) -> bool:
+        return load_task_spec(self.config.task).needs_inputs
 
     def spec(self, with_inputs: bool | None = None) -> TaskSpec:
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
@@ -179,7 +183,7 @@ class DebiasedGenerator(Generator):
         from dsgen.generation.backends import DecoderSpec
 
         cfg = self.config
-        return DecoderSpec(cfg.generator, cfg.device, cfg.dtype, self.sampling(spec), cfg.batch_size, spec.close_quote,
+        return DecoderSpec(cfg.generator, cfg.device, cfg.dtype, self.sampling(spec), cfg.batch_size, spec.output,
                            cfg.allow_newlines, cfg.keep_unclosed)
 
     # -- running -------------------------------------------------------------------------
@@ -215,7 +219,7 @@ class DebiasedGenerator(Generator):
             advance(sum(c.target for c in chunks if c.index in done))
             report = backend.run(self.decoder_spec(spec), todo, on_done, advance)
 
-        pairs, stats = self._assemble(store, chunks, inputs is not None)
+        pairs, stats = self._assemble(store, chunks, inputs is not None, spec)
         stats["resumed_chunks"] = len(done)
         if self._lm is not None:
             lm = self._lm.describe()
@@ -233,14 +237,17 @@ class DebiasedGenerator(Generator):
         store.remove()
         return pairs
 
-    def _assemble(self, store: ChunkStore, chunks: list[Chunk], with_inputs: bool) -> tuple[list[Pair], dict[str, int]]:
-        """Pairs from the chunk files in chunk order (accepted outputs, duplicates removed), and the
-        counts: sampled, accepted, tokens, and the rejected outputs by reason (``rejected_unclosed``:
-        no closing quote; ``rejected_empty``; ``rejected_newline``)."""
+    def _assemble(self, store: ChunkStore, chunks: list[Chunk], with_inputs: bool,
+                  spec: TaskSpec | None = None) -> tuple[list[Pair], dict[str, int]]:
+        """Pairs from the chunk files in chunk order (accepted outputs, duplicates removed; a structured
+        output gives one pair per field its spec pairs), and the counts: sampled, accepted, tokens, and the
+        rejected outputs by reason (``rejected_unclosed``: no end mark; ``rejected_empty``;
+        ``rejected_newline``; ``rejected_unparsed``: a structured output without all its fields)."""
         pairs: list[Pair] = []
         seen: set[tuple] = set()
         stats = {"sampled": 0, "accepted": 0, "tokens": 0, "rejected_unclosed": 0, "rejected_empty": 0,
-                 "rejected_newline": 0, "duplicates": 0}
+                 "rejected_newline": 0, "rejected_unparsed": 0, "duplicates": 0}
+        output = spec.output if spec is not None else None
         for chunk in chunks:
             for row in store.read(chunk.index):
                 stats["sampled"] += 1
@@ -250,12 +257,17 @@ class DebiasedGenerator(Generator):
                     continue
                 stats["accepted"] += 1
                 extra = {"attempt": row["attempt"]}
-                pair = (Pair(row["x1"], row["text"], parse_label(row["label"]), extra=extra) if with_inputs
-                        else Pair(row["text"], None, parse_label(row["label"]), extra=extra))
-                if self.config.remove_duplicates:
-                    if pair.key() in seen:
-                        stats["duplicates"] += 1
-                        continue
-                    seen.add(pair.key())
-                pairs.append(pair)
+                if output is not None and output.structured:
+                    made = [Pair(a, b, parse_label(lab), extra={**extra, "prompt_label": row["label"]})
+                            for a, b, lab in output.pair_texts(row["x1"], row["text"])]
+                else:
+                    made = [Pair(row["x1"], row["text"], parse_label(row["label"]), extra=extra) if with_inputs
+                            else Pair(row["text"], None, parse_label(row["label"]), extra=extra)]
+                for pair in made:
+                    if self.config.remove_duplicates:
+                        if pair.key() in seen:
+                            stats["duplicates"] += 1
+                            continue
+                        seen.add(pair.key())
+                    pairs.append(pair)
         return pairs, stats

@@ -31,6 +31,7 @@ from typing import Any
 
 from dsgen.config import Config
 from dsgen.errors import DsgenError
+from dsgen.taskspec import OutputFormat
 from dsgen.generation.batch import ActiveBatch, PromptBank
 from dsgen.generation.forward import forward_last, pad_id, sliding_window, tokenize
 
@@ -52,6 +53,8 @@ class SamplingConfig(Config):
         stop_at_newline: end a group early at a newline that precedes any quote when newlines are
             not allowed (such an output is discarded anyway); it saves compute, and because a group
             that ends early leaves the batch, it is part of what a seed reproduces.
+        temperature: the logits are divided by it before the softmax (DINO: 1; the later methods' own
+            settings, e.g. CLAIF's 0.7).
     """
 
     decay_constant: float = 100.0
@@ -61,6 +64,7 @@ class SamplingConfig(Config):
     max_new_tokens: int = 40
     suppress_eos: bool = True
     stop_at_newline: bool = True
+    temperature: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class DecodeOutput:
     attempt: int
     accepted: bool
     logprobs: list[float] = field(default_factory=list, repr=False)
+    reason: str | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -101,12 +106,9 @@ class DecodeOutput:
     @property
     def rejected(self) -> str | None:
         """Why the output rules refused it (None: accepted): ``newline`` (a newline before the closing
-        quote, which also ends a group early), ``unclosed`` (no closing quote) or ``empty``."""
-        if self.accepted:
-            return None
-        if "\n" in (self.raw if self.text is None else self.text):
-            return "newline"
-        return "unclosed" if self.text is None else "empty"
+        quote, which also ends a group early), ``unclosed`` (no end mark), ``empty`` or ``unparsed`` (a
+        structured output without all its fields)."""
+        return None if self.accepted else self.reason
 
 
 def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: float) -> Any:
@@ -175,6 +177,8 @@ class TokenSampler:
             if self._blocked_t is None or self._blocked_t.device != logits.device:
                 self._blocked_t = torch.tensor(self.blocked, device=logits.device)
             picked.index_fill_(1, self._blocked_t, -math.inf)
+        if self.cfg.temperature != 1.0:
+            picked.div_(self.cfg.temperature)
         probs = torch.softmax(picked, dim=-1)
         del picked
         p_main = probs.index_select(0, where[:g])
@@ -251,12 +255,14 @@ class OutputRules:
     """
 
     def __init__(self, tokenizer: Any, vocab_size: int | None = None, close_quote: str = QUOTE,
-                 allow_newlines: bool = False, keep_unclosed: bool = False, end_ids: Sequence[int] = ()) -> None:
+                 allow_newlines: bool = False, keep_unclosed: bool = False, end_ids: Sequence[int] = (),
+                 output: OutputFormat | None = None) -> None:
         import torch
 
         self.tokenizer = tokenizer
-        self.close_quote = close_quote
-        self.allow_newlines = allow_newlines
+        self.output = output or OutputFormat(end=close_quote)
+        self.close_quote = self.output.end
+        self.allow_newlines = allow_newlines or self.output.structured  # a structured output spans lines
         self.keep_unclosed = keep_unclosed
         n_tok = len(tokenizer)
         self.vocab_size = max(vocab_size or n_tok, n_tok)
@@ -264,7 +270,8 @@ class OutputRules:
         # A token "may end the text" when its own text holds the closing quote or a newline; only then
         # is the whole sequence decoded again (a token such as '."' carries text before the quote).
         pad = [False] * (self.vocab_size - n_tok)
-        self.quote_tokens = torch.tensor([close_quote in p for p in pieces] + pad, dtype=torch.bool)
+        mark = self.close_quote[-1]  # the end mark's last character: only such a token can complete it
+        self.quote_tokens = torch.tensor([mark in p for p in pieces] + pad, dtype=torch.bool)
         self.newline_tokens = torch.tensor(["\n" in p for p in pieces] + pad, dtype=torch.bool)
         # the end-of-text ids the logits have (a tokenizer may declare one beyond the model's vocabulary)
         self.end_ids = sorted({int(i) for i in end_ids if 0 <= int(i) < self.vocab_size})
@@ -280,14 +287,10 @@ class OutputRules:
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
-    def judge(self, raw: str) -> tuple[str | None, bool]:
-        """Return (text before the first closing quote or None, accepted)."""
-        if self.close_quote in raw:
-            text: str | None = raw.split(self.close_quote, 1)[0]
-        else:
-            text = raw if self.keep_unclosed else None
-        ok = bool(text) and (self.allow_newlines or "\n" not in text)  # type: ignore[operator]
-        return text, ok
+    def judge(self, raw: str) -> tuple[str | None, str | None]:
+        """Return (text before the end mark or None, why it is rejected or None when accepted): the
+        task spec's rule (:meth:`dsgen.taskspec.OutputFormat.judge`), which every generator applies."""
+        return self.output.judge(raw, self.allow_newlines, self.keep_unclosed)
 
 
 def check_fits_window(model: Any, longest_prompt: int, max_new_tokens: int) -> None:
@@ -492,8 +495,9 @@ class _Schedule:
         self.queue.extend(_Group(item, prompts, item.attempt) for _ in range(missing))
 
     def _finish(self, group: _Group, raw: str) -> None:
-        text, ok = self.dec.rules.judge(raw)
-        out = DecodeOutput(text, raw, group.tokens, group.attempt, ok, group.logprobs)
+        text, reason = self.dec.rules.judge(raw)
+        ok = reason is None
+        out = DecodeOutput(text, raw, group.tokens, group.attempt, ok, group.logprobs, reason)
         item = group.item
         item.outputs.append(out)
         item.accepted += int(ok)
@@ -666,8 +670,9 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
                 for seq, lp in zip(seqs, lps):
                     used = _first_stop(seq, rules, sampling)
                     raw = rules.decode(seq[:used])
-                    text, ok = rules.judge(raw)
-                    outs.append(DecodeOutput(text, raw, seq[:used], attempt, ok, lp[:used]))
+                    text, reason = rules.judge(raw)
+                    ok = reason is None
+                    outs.append(DecodeOutput(text, raw, seq[:used], attempt, ok, lp[:used], reason))
                     accepted += int(ok)
             results.append(outs)
     return results

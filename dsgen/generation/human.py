@@ -60,6 +60,9 @@ class HumanPairsGenerator(Generator):
     def build(cls, config: HumanPairsConfig, context: GenerationContext) -> "HumanPairsGenerator":
         return cls(config, context.data_dir)
 
+    def needs_inputs(self) -> bool:
+        return False
+
     def source_pairs(self) -> list[Pair]:
         """Every pair of the source, in file order."""
         if self._pairs is None:

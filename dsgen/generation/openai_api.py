@@ -14,22 +14,25 @@ self-debiasing mixes in at every step (``supports_debiasing = False``).
 each of the ``per_label`` samples of an (x1, label) is its own request, with a ``seed`` derived from
 (run seed, prompt, sample index) (servers may ignore it too).
 
-**Output rules** (:func:`judge_text`): the text before the first closing quote; rejected when there
-is none (``unclosed``, unless ``keep_unclosed``), when it is empty (``empty``), or when it holds a
-newline (``newline``, unless ``allow_newlines``).
+**Output rules**: the task spec's, as for every generator (:meth:`dsgen.taskspec.OutputFormat.judge`,
+text only): DINO's text before the first closing quote, rejected when there is none (``unclosed``,
+unless ``keep_unclosed``), when it is empty (``empty``), or when it holds a newline (``newline``, unless
+``allow_newlines``); a structured output (JSON, numbered lines) must also parse (``unparsed``) and
+gives one pair per field its spec pairs.
 
 **Chat reply rule** (:func:`parse_chat_reply`). The instruction's last line (``Sentence 2: "``) is the
 start of the answer the model is asked for; its reply is read, in this order:
 
 1. it holds that last line: what follows it;
-2. it starts with the opening quote: what follows it;
-3. it holds an opening quote later, closed after it (a preamble such as ``Here it is: "...``): what
-   follows the opening quote;
-4. it holds no quote at all and is one non-empty line: the line itself, stripped (and without a
-   leading ``Sentence 2:``), accepted and counted as ``accepted_unquoted`` (also part of ``accepted``);
+2. it starts with the opening mark (the quote; ``{`` or ``1. `` for a structured output): what follows it;
+3. it holds the opening mark later, ended after it (a preamble such as ``Here it is: "...``): what
+   follows the opening mark;
+4. (quoted outputs) it holds no quote at all and is one non-empty line: the line itself, stripped (and
+   without a leading ``Sentence 2:``), kept and counted as ``accepted_unquoted`` (also in ``accepted``);
 5. otherwise the whole reply;
 
-and 1-3 and 5 then go through the output rules above.
+then the output rules above judge it (a structured output that the reply's end of turn leaves open is
+ended there).
 
 **Cache and resume.** Every request and its response are one JSON file
 ``<out>.requests/<key>.json``, named by :func:`dsgen.identity.request_key` (endpoint, base URL, model,
@@ -53,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -67,12 +71,12 @@ from dsgen.data.pairs import Pair, parse_label, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import GenerationContext, Generator
-from dsgen.taskspec import CLOSING_QUOTES, PLACEHOLDER, TaskSpec, load_task_spec
+from dsgen.taskspec import FORMATS, OutputFormat, TaskSpec, load_task_spec
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MODES = {"completions": "completions", "chat": "chat/completions"}  # mode -> path under the base URL
 SELF_DEBIASING = "off: an OpenAI-compatible API gives no access to the counter-instruction rows"
-REJECTIONS = ("unclosed", "empty", "newline")
+REJECTIONS = ("unclosed", "empty", "newline", "unparsed")
 CLIENT_FIELDS = {"model", "prompt", "messages", "max_tokens", "temperature", "top_p", "seed"}  # the rest: extra_body
 
 CITATION = """@misc{openai-api,
@@ -155,28 +159,11 @@ class OpenAIConfig(Config):
         return self
 
 
-# -- output rules (text only: no tokenizer) ---------------------------------------------------
-def judge_text(raw: str, close_quote: str = '"', allow_newlines: bool = False,
-               keep_unclosed: bool = False) -> tuple[str | None, str | None]:
-    """DINO's output rules on a decoded text: ``(text, rejected)``.
-
-    ``text`` is what precedes the first ``close_quote`` (all of ``raw`` when there is none and
-    ``keep_unclosed``; else None); ``rejected`` is None when it is kept, or why not: ``unclosed`` (no
-    closing quote), ``empty``, ``newline`` (a newline in the text, or before any quote, unless
-    ``allow_newlines``). The same rules as :meth:`dsgen.generation.decoding.OutputRules.judge` and
-    :attr:`~dsgen.generation.decoding.DecodeOutput.rejected`, without their tokenizer.
-    """
-    if close_quote in raw:
-        text: str | None = raw.split(close_quote, 1)[0]
-    else:
-        text = raw if keep_unclosed else None
-    if text is None:
-        return None, "newline" if not allow_newlines and "\n" in raw else "unclosed"
-    if not text:
-        return text, "empty"
-    if not allow_newlines and "\n" in text:
-        return text, "newline"
-    return text, None
+# -- reading a reply -------------------------------------------------------------------------
+def opening_mark(spec: TaskSpec) -> str:
+    """What every instruction of ``spec`` ends with: its opening quote, or a structured output's opening
+    (``{``, ``1. ``)."""
+    return FORMATS[spec.output.kind][0] if spec.output.structured else next(iter(spec.instructions.values()))[-1]
 
 
 def split_instruction(instruction: str) -> tuple[str, str]:
@@ -186,27 +173,41 @@ def split_instruction(instruction: str) -> tuple[str, str]:
     return (user, lead) if sep else (instruction, "")
 
 
-def parse_chat_reply(reply: str, lead: str, open_quote: str = '"', allow_newlines: bool = False,
-                     keep_unclosed: bool = False) -> tuple[str | None, str | None, bool]:
-    """``(text, rejected, unquoted)`` of a chat reply by the chat reply rule (module docstring); ``lead`` is
-    the instruction's last line (``Sentence 2: "``), ``unquoted`` marks a reply accepted by rule 4."""
-    close_quote = CLOSING_QUOTES[open_quote]
-    rules = dict(close_quote=close_quote, allow_newlines=allow_newlines, keep_unclosed=keep_unclosed)
+def parse_chat_reply(reply: str, lead: str, output: OutputFormat | None = None, opening: str = '"',
+                     allow_newlines: bool = False, keep_unclosed: bool = False) -> tuple[str | None, str | None, bool]:
+    """``(text, rejected, unquoted)`` of a chat reply by the chat reply rule (module docstring).
+
+    Args:
+        reply: the assistant's message.
+        lead: the instruction's last line (``Sentence 2: "``), which the answer was to start with.
+        output: the spec's output format (default: DINO's, ended by ``"``); its rule judges the text.
+        opening: the mark the instructions end with (``"``, ``“``, ``{``, ``1. ``).
+    Returns:
+        the text, why it is rejected (None: kept) and whether it was kept by rule 4 (no quote at all).
+    """
+    output = output or OutputFormat()
+    end = output.end
+    rest: str | None = None
+    unquoted = False
     stripped = reply.strip()
-    if lead and lead in reply:  # 1
-        return (*judge_text(reply.split(lead, 1)[1], **rules), False)
-    if stripped.startswith(open_quote):  # 2
-        return (*judge_text(stripped[len(open_quote):], **rules), False)
-    start = reply.find(open_quote)
-    if start >= 0 and close_quote in reply[start + len(open_quote):]:  # 3
-        return (*judge_text(reply[start + len(open_quote):], **rules), False)
-    if stripped and open_quote not in reply and close_quote not in reply and "\n" not in stripped:  # 4
-        label = lead[:-len(open_quote)].strip() if lead.endswith(open_quote) else lead.strip()
-        if label and stripped.startswith(label):
-            stripped = stripped[len(label):].strip()
-        if stripped:
-            return stripped, None, True
-    return (*judge_text(reply, **rules), False)  # 5
+    start = reply.find(opening)
+    if lead.strip() and lead in reply:  # 1
+        rest = reply.split(lead, 1)[1]
+    elif stripped.startswith(opening):  # 2
+        rest = stripped[len(opening):]
+    elif start >= 0 and end in reply[start + len(opening):]:  # 3
+        rest = reply[start + len(opening):]
+    elif (not output.structured and stripped and opening not in reply and end not in reply
+          and "\n" not in stripped):  # 4
+        label = lead[:-len(opening)].strip() if lead.endswith(opening) else lead.strip()
+        rest = stripped[len(label):].strip() if label and stripped.startswith(label) else stripped
+        rest, unquoted = rest + end, bool(rest)
+    if rest is None:  # 5
+        rest = reply
+    if output.structured and end not in rest:
+        rest += end  # a chat reply's end of turn ends its structured output
+    text, rejected = output.judge(rest, allow_newlines, keep_unclosed)
+    return text, rejected, unquoted and rejected is None
 
 
 def sample_seed(run_seed: int, prompt: Any, index: int) -> int:
@@ -238,8 +239,6 @@ class RequestCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached record of ``key``, or None (a file that does not read as a record is not one)."""
-        import json
-
         try:
             record = json.loads(self.path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -284,6 +283,35 @@ class OpenAIGenerator(Generator):
     def build(cls, config: OpenAIConfig, context: GenerationContext) -> "OpenAIGenerator":
         return cls(config)
 
+    # the settings of the debiased core an API has an equivalent for (everything else is the core's own)
+    SAME = ("task", "per_label", "entries_per_label", "allow_newlines", "keep_unclosed", "remove_duplicates",
+            "chunk_inputs", "seed")
+    SAMPLING = {"top_p": "top_p", "max_new_tokens": "max_tokens", "temperature": "temperature"}
+
+    @classmethod
+    def adapt(cls, core: Any, method: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+        """A method's generation settings for the debiased core (a resolved ``GenerationConfig``) as this
+        generator's, and notes on what an API cannot do (for ``dsgen plan``). A method that needs
+        self-debiasing (lambda > 0 against counter-instructions) is refused with one line: an API returns
+        sampled text, not the counter rows' next-token distributions."""
+        spec = load_task_spec(core.task)
+        debiased = core.counter_labels and core.sampling.decay_constant > 0 and any(spec.counter_labels.values())
+        if debiased:
+            raise DsgenError(f"method '{method}' needs self-debiasing (lambda {core.sampling.decay_constant:g} against "
+                             "its counter-instructions), which an OpenAI-compatible API cannot apply (it gives no "
+                             "access to the counter rows); use a local generator, or a method without it "
+                             "(e.g. dino-decay0)")
+        settings = {k: getattr(core, k) for k in cls.SAME}
+        settings.update({ours: getattr(core.sampling, theirs) for theirs, ours in cls.SAMPLING.items()})
+        settings["mode"] = "chat" if spec.chat else "completions"
+        notes = {"sampling.decay_constant": "0 (self-debiasing off: an API gives no access to the counter rows)"}
+        if core.sampling.top_k:
+            notes["sampling.top_k"] = f"{core.sampling.top_k} not applied (the OpenAI API has no top-k; vLLM and "\
+                                      "llama.cpp take one in extra_body)"
+        if core.max_attempts > 1:
+            notes["max_attempts"] = f"{core.max_attempts}: one try per sample (no retry of rejected outputs)"
+        return settings, notes
+
     # -- settings ------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
@@ -295,9 +323,12 @@ class OpenAIGenerator(Generator):
     def endpoint(self) -> str:
         return f"{self.base_url}/{MODES[self.config.mode]}"
 
+    def needs_inputs(self) -> bool:
+        return load_task_spec(self.config.task).needs_inputs
+
     def spec(self, with_inputs: bool | None = None) -> TaskSpec:
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
-        if getattr(spec, "chat", False) and self.config.mode != "chat":
+        if spec.chat and self.config.mode != "chat":
             raise DsgenError(f"task spec {spec.source or spec.name} is a chat spec; run the openai generator with "
                              "mode = \"chat\" (a completions endpoint applies no chat template)")
         return spec
@@ -322,12 +353,11 @@ class OpenAIGenerator(Generator):
         from dsgen.identity import request_key
 
         cfg = self.config
-        system = getattr(spec, "system", None)
+        system = spec.system
         sampling = {"max_tokens": cfg.max_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p, **cfg.extra_body}
 
         def sample(x1: str | None, label: str, index: int) -> Sample:
-            template = spec.instructions[label]
-            instruction = template.replace(PLACEHOLDER, x1) if x1 is not None else template
+            instruction = spec.instruction(label, x1)
             if cfg.mode == "chat":
                 user, lead = split_instruction(instruction)
                 messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
@@ -406,9 +436,20 @@ class OpenAIGenerator(Generator):
         lock = threading.Lock()
         window = max(cfg.concurrency, cfg.chunk_inputs * per_input)
 
+        errors: list[BaseException] = []
+
         def task(sample: Sample) -> None:
-            record, retries = self._request(client, sample, abort)
-            cache.put(sample.key, record)
+            if abort.is_set():
+                return  # queued behind a failure: not sent
+            try:
+                record, retries = self._request(client, sample, abort)
+                cache.put(sample.key, record)
+            except BaseException as exc:
+                with lock:
+                    if not abort.is_set():
+                        errors.append(exc)  # the first failure is the one reported
+                    abort.set()  # before this worker takes the next queued request
+                raise
             with lock:
                 records[sample.key] = record
                 counts["requests_made"] += 1
@@ -419,14 +460,12 @@ class OpenAIGenerator(Generator):
             with ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="dsgen-openai") as pool:
                 for start in range(0, len(todo), window):
                     futures = [pool.submit(task, s) for s in todo[start:start + window]]
-                    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-                    failed = [f for f in done if f.exception() is not None]
-                    if failed:
-                        abort.set()
+                    _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+                    if abort.is_set():
                         for f in pending:
                             f.cancel()
-                        wait(pending)
-                        raise failed[0].exception()  # type: ignore[misc]
+                        wait(pending)  # requests in flight finish (and are cached) or stop at their next try
+                        raise errors[0]
         finally:
             client.close()
 
@@ -440,7 +479,7 @@ class OpenAIGenerator(Generator):
         last = ""
         for attempt in range(cfg.max_retries + 1):
             if abort.is_set():
-                raise DsgenError(f"openai generator: {where} cancelled after an earlier error")
+                raise DsgenError(f"openai generator: {where} cancelled after an earlier error")  # not reported
             retry_after = 0.0
             try:
                 known = {k: v for k, v in sample.body.items() if k in CLIENT_FIELDS}
@@ -477,8 +516,6 @@ class OpenAIGenerator(Generator):
 
     def _parse(self, response: Any, where: str) -> tuple[str, dict[str, Any]]:
         """(text, JSON body) of an answer; a one-line error for anything that is not a completion."""
-        import json
-
         body = response.text
 
         def bad(what: str) -> DsgenError:
@@ -506,11 +543,12 @@ class OpenAIGenerator(Generator):
 
     def _assemble(self, samples: list[Sample], records: dict[str, dict[str, Any]], spec: TaskSpec,
                   with_inputs: bool) -> tuple[list[Pair], dict[str, int]]:
-        """Pairs in sample order (accepted texts, duplicates removed) and the counts: sampled, accepted
-        (of which ``accepted_unquoted`` by the chat reply rule 4), rejected by reason, duplicates."""
+        """Pairs in sample order (accepted outputs, duplicates removed; a structured output gives one
+        pair per field its spec pairs) and the counts: sampled, accepted (of which ``accepted_unquoted``
+        by rule 4 of the chat reply rule), rejected by reason (the spec's output rule: ``unclosed``,
+        ``empty``, ``newline``, ``unparsed``), duplicates."""
         cfg = self.config
-        open_quote = next(iter(spec.instructions.values()))[-1]
-        rules = dict(allow_newlines=cfg.allow_newlines, keep_unclosed=cfg.keep_unclosed)
+        output, opening = spec.output, opening_mark(spec)
         stats = {"sampled": 0, "accepted": 0, "accepted_unquoted": 0,
                  **{f"rejected_{r}": 0 for r in REJECTIONS}, "duplicates": 0}
         pairs: list[Pair] = []
@@ -519,23 +557,29 @@ class OpenAIGenerator(Generator):
             raw = records[s.key]["text"]
             stats["sampled"] += 1
             if cfg.mode == "chat":
-                text, rejected, unquoted = parse_chat_reply(raw, s.lead, open_quote, **rules)
+                text, rejected, unquoted = parse_chat_reply(raw, s.lead, output, opening, cfg.allow_newlines,
+                                                            cfg.keep_unclosed)
             else:
-                (text, rejected), unquoted = judge_text(raw, CLOSING_QUOTES[open_quote], **rules), False
-            if rejected is not None:
-                stats[f"rejected_{rejected}"] += 1
+                (text, rejected), unquoted = output.judge(raw, cfg.allow_newlines, cfg.keep_unclosed), False
+            if rejected is not None or text is None:
+                stats[f"rejected_{rejected}"] = stats.get(f"rejected_{rejected}", 0) + 1
                 continue
             stats["accepted"] += 1
             stats["accepted_unquoted"] += int(unquoted)
             extra = {"sample": s.index}
-            pair = (Pair(s.x1, text, parse_label(s.label), extra=extra) if with_inputs  # type: ignore[arg-type]
-                    else Pair(text, None, parse_label(s.label), extra=extra))  # type: ignore[arg-type]
-            if cfg.remove_duplicates:
-                if pair.key() in seen:
-                    stats["duplicates"] += 1
-                    continue
-                seen.add(pair.key())
-            pairs.append(pair)
+            if output.structured:
+                made = [Pair(a, b, parse_label(lab), extra={**extra, "prompt_label": s.label})
+                        for a, b, lab in output.pair_texts(s.x1, text)]
+            else:
+                made = [Pair(s.x1, text, parse_label(s.label), extra=extra) if with_inputs  # type: ignore[arg-type]
+                        else Pair(text, None, parse_label(s.label), extra=extra)]
+            for pair in made:
+                if cfg.remove_duplicates:
+                    if pair.key() in seen:
+                        stats["duplicates"] += 1
+                        continue
+                    seen.add(pair.key())
+                pairs.append(pair)
         return pairs, stats
 
 

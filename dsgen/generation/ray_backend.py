@@ -162,7 +162,7 @@ class RayBackend(Backend):
             node_cpus = [float(nd.get("Resources", {}).get("CPU", 0)) for nd in ray.nodes() if nd.get("Alive")]
             threads = None if cuda else (self.cpus_per_worker or actor_cpus(node_cpus, n))
             device = "cuda" if cuda else "cpu"
-            worker_spec = DecoderSpec(spec.generator, device, spec.dtype, spec.sampling, spec.max_rows, spec.close_quote,
+            worker_spec = DecoderSpec(spec.generator, device, spec.dtype, spec.sampling, spec.max_rows, spec.output,
                                       spec.allow_newlines, spec.keep_unclosed)
             report = BackendReport(self.name, n, {})
             if not chunks:

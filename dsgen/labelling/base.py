@@ -62,6 +62,10 @@ class Labeller(Component):
     def replaces_label(self) -> bool:
         return bool(getattr(self.config, "replace_label", True))
 
+    def label_of(self, pair: Pair, score: float) -> Any:
+        """The label a pair gets from its score (the score itself; a labeller may smooth it, or keep some labels)."""
+        return score
+
     def apply(self, pairs: list[Pair], context: LabelContext) -> tuple[list[Pair], dict[str, Any]]:
         import numpy as np
         from scipy.stats import spearmanr
@@ -73,7 +77,8 @@ class Labeller(Component):
         out = []
         for p, x in zip(pairs, s):
             extra = {**p.extra, "judge_score": round(float(x), 6), "generated_label": p.label}
-            out.append(Pair(p.text_a, p.text_b, round(float(x), 6) if self.replaces_label else p.label, p.weight, extra))
+            label = round(float(self.label_of(p, float(x))), 6) if self.replaces_label else p.label
+            out.append(Pair(p.text_a, p.text_b, label, p.weight, extra))
         numeric = [(float(p.label), float(x)) for p, x in zip(pairs, s) if isinstance(p.label, (int, float))]
         agreement = None
         if len(numeric) > 2 and len({a for a, _ in numeric}) > 1 and len({b for _, b in numeric}) > 1:

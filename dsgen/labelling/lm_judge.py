@@ -7,8 +7,8 @@ distribution rather than a sampled answer is exact and deterministic, and batch-
 zero-shot discriminator (:mod:`dsgen.generation.judge`). A chat model gets the prompt as a user turn
 through its chat template, the assistant's answer opened with ``answer_prefix``.
 
-Default prompt: CLAIF's (Cheng et al., ACL 2023; see ``methods/claif.py`` for its source), asking for
-a 0-5 score. ``model = "generator"`` judges with the run's generator LM (as CLAIF asks the LLM that
+Default prompt: CLAIF's (Cheng et al., ACL 2023; ``modeling.py#L197-L200``) on a 0-5 scale, read where
+its answer's number begins (CLAIF's own asks for 0.0-1.0, which one digit cannot express). ``model = "generator"`` judges with the run's generator LM (as CLAIF asks the LLM that
 generated nothing here, this is the same model doing both); any causal LM name gives a separate judge.
 """
 
@@ -22,9 +22,12 @@ from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.labelling.base import LABELLERS, LabelContext, Labeller, LabelReport
 
-CLAIF_PROMPT = ("Sentence 1: {x1}\nSentence 2: {x2}\n"
-                "How similar are the two sentences in meaning? Give a score from 0 (unrelated) to 5 "
-                "(the same meaning).")
+# CLAIF's scoring prompt (xiami2019/CLAIF@34f0dce:modeling.py#L197-L200, the double space included) asks for a score
+# from 0.0 to 1.0 and parses the first number of a sampled answer. A single next-token digit cannot say 0.0-1.0, so
+# this judge asks for 0 to 5 in the same words and reads the expected digit (a named departure).
+CLAIF_PROMPT = ("The similarity score for two sentences is in the range from 0 to 5, 0 means completely different and 5 "
+                "means almost the same.\nNow give two sentences '{x1}' and  '{x2}', please give a similarity score of "
+                "these two sentences and give the reason:\nThe similarity score for these two sentences is")
 
 
 @dataclass
@@ -37,16 +40,22 @@ class LmJudgeConfig(Config):
         max_score: the scale's top (CLAIF: 5); the label is E[digit] / max_score.
         replace_label: make the score the pair's label (CLAIF); False keeps the generated label and
             records the score as ``judge_score`` for a later stage (MultiCSR's self-curation).
+        label_smoothing: ``s``: the label is ``(1 - s) * score + s / 2`` (CLAIF's postprocessing applies DINO's
+            smoothing 0.2 to the judge's score: ``0.8 * score + 0.1``).
+        judge_random_pairs: judge DINO's random augmentation pairs too; False keeps their label 0 (CLAIF adds
+            them after scoring, unsmoothed).
         batch_size: prompts scored together.
         device / dtype: of a judge model of its own.
     """
 
     model: str = "generator"
     prompt: str = CLAIF_PROMPT
-    chat: bool = True
-    answer_prefix: str = "Score: "
+    chat: bool = False
+    answer_prefix: str = ""
     max_score: int = 5
     replace_label: bool = True
+    label_smoothing: float = 0.0
+    judge_random_pairs: bool = True
     batch_size: int = 32
     device: str = "auto"
     dtype: str = "float32"
@@ -74,6 +83,12 @@ class LmJudge(Labeller):
     def models(self, plan: Any) -> list[str]:
         return [] if self.config.model == "generator" else [self.config.model]
 
+    def label_of(self, pair: Pair, score: float) -> Any:
+        cfg = self.config
+        if not cfg.judge_random_pairs and pair.extra.get("source") == "random":
+            return pair.label
+        return (1.0 - cfg.label_smoothing) * score + cfg.label_smoothing / 2
+
     def lm(self, context: LabelContext) -> Any:
         cfg = self.config
         if cfg.model == "generator":
@@ -91,7 +106,7 @@ class LmJudge(Labeller):
         """prompt text -> what the model continues (chat template, then the answer's opening)."""
         cfg = self.config
         if not cfg.chat:
-            return lambda text: text + "\n" + cfg.answer_prefix
+            return lambda text: text + cfg.answer_prefix
         tok = lm.tokenizer
         if not getattr(tok, "chat_template", None):
             raise DsgenError(f"the judge model '{lm.name}' has no chat template; set [labelling] chat = false")

@@ -99,6 +99,7 @@ class Reweighter(Component):
 
 
 def _builtins() -> None:
+    import dsgen.reweighting.curation  # noqa: F401
     import dsgen.reweighting.discriminator  # noqa: F401
     import dsgen.reweighting.random_weights  # noqa: F401
     import dsgen.reweighting.sdi  # noqa: F401

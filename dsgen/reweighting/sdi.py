@@ -160,7 +160,7 @@ class SdiClassifier:
 
         from dsgen.models import encoder_path, resolve_device
         from dsgen.seeding import seeded
-        from dsgen.training.fit import train_with_progress
+        from dsgen.training.fit import best_weights, train_with_progress
 
         cfg = self.config
         path = encoder_path(cfg.encoder)
@@ -180,13 +180,12 @@ class SdiClassifier:
                                      per_device_eval_batch_size=64, num_train_epochs=cfg.epochs,
                                      learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_ratio,
                                      weight_decay=cfg.weight_decay, lr_scheduler_type="linear", seed=seed,
-                                     data_seed=seed, eval_strategy="epoch", save_strategy="epoch",
-                                     load_best_model_at_end=True, metric_for_best_model="eval_loss",
-                                     greater_is_better=False, save_total_limit=1, save_only_model=True,
+                                     data_seed=seed, eval_strategy="epoch", save_strategy="no",
                                      logging_strategy="no", report_to="none", disable_tqdm=True,
                                      use_cpu=resolve_device(cfg.device) == "cpu", dataloader_pin_memory=False)
             return Trainer(model=self.model, args=args, train_dataset=train_set, eval_dataset=val_set,
-                           data_collator=DataCollatorWithPadding(self.tokenizer), callbacks=[callback])
+                           data_collator=DataCollatorWithPadding(self.tokenizer),
+                           callbacks=[callback, best_weights(self.model, "eval_loss", greater_is_better=False)])
 
         def on_evaluate(step: int, metrics: dict[str, float]) -> None:
             if "eval_loss" in metrics:

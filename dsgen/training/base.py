@@ -32,6 +32,10 @@ class Trainer(Component):
     def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
         """Train on ``train``; use ``validation`` for model selection where the trainer does that."""
 
+    def models(self, plan: Any) -> list[str]:
+        """Models it loads besides the encoder it trains (a guide), whose fingerprints enter the run key."""
+        return []
+
 
 def _builtins() -> None:
     import dsgen.training.contrastive  # noqa: F401

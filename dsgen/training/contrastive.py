@@ -19,7 +19,7 @@ from dsgen import citations
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
-from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
+from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder, selection_evaluator
 
 GENSE_PROMPT = "{} Question: what can we draw from the above sentence?"
 NLI_COLUMNS = (("sent0", "sent1", "hard_neg"), ("anchor", "positive", "negative"))
@@ -95,6 +95,13 @@ class ContrastiveConfig(TrainingConfig):
             stsb_spearman``, evaluated every ``evaluation_steps`` = 250 steps only: ``evaluation_strategy
             steps``, ``train.sh#L28-L33``); None: train the whole schedule and keep the last step.
         selection_metric: cosine Spearman, as GenSE's (SimCSE's) evaluation.
+        loss: ``infonce`` (GenSE's, weighted per triplet) or ``gist``: sentence-transformers'
+            ``GISTEmbedLoss`` (cached), where a ``guide`` encoder masks in-batch negatives it finds more similar
+            to the anchor than the positive is (MultiCSR's guided masking, approximately: MultiCSR masks with
+            unsupervised SimCSE at a fixed cosine of 0.95, here the guide's own positive sets the bar); only the
+            anchor-positive and anchor-negative columns (no anchor-anchor or positive-positive negatives), at
+            ``temperature``. Weights must be 0 or 1 (dropped or kept: the loss is unweighted).
+        guide: the guide encoder of ``gist`` (all-MiniLM-L6-v2 offline).
     """
 
     batch_size: int = 1024
@@ -110,6 +117,8 @@ class ContrastiveConfig(TrainingConfig):
     positive_label: str = "entailment"
     negative_label: str = "contradiction"
     prompt: bool = True
+    loss: str = "infonce"
+    guide: str = "minilm-l6"
     nli_file: str | None = None
     nli_epochs: float = 3.0
     nli_batch_size: int = 512
@@ -142,6 +151,29 @@ class ContrastiveTrainer(Trainer):
             out["nli_file_fingerprint"] = file_key(path) if path.is_file() else None  # the file's bytes, not its path
         return out
 
+    def models(self, plan: Any) -> list[str]:
+        return [self.config.guide] if self.config.loss == "gist" else []
+
+    def loss(self, model: Any, triplets: list[Triplet], seed: int) -> Any:
+        """The contrastive loss: weighted InfoNCE, or GIST's guided one (see ``ContrastiveConfig.loss``)."""
+        cfg = self.config
+        if cfg.loss == "infonce":
+            from dsgen.training.losses import WeightedCachedMultipleNegativesRankingLoss
+
+            return WeightedCachedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature,
+                                                              mini_batch_size=cfg.mini_batch_size)
+        if cfg.loss != "gist":
+            raise DsgenError(f"contrastive loss must be infonce or gist (got '{cfg.loss}')")
+        if any(t.weight not in (0.0, 1.0) for t in triplets):
+            raise DsgenError("the gist loss is unweighted: a reweighter may only keep (1) or drop (0) pairs for it")
+        from sentence_transformers.sentence_transformer.losses import CachedGISTEmbedLoss
+
+        from dsgen.encoders import load_encoder
+
+        guide = load_encoder(cfg.guide, cfg.device, seed=seed)
+        return CachedGISTEmbedLoss(model, guide, temperature=cfg.temperature, mini_batch_size=cfg.mini_batch_size,
+                                   contrast_anchors=False, contrast_positives=False)
+
     def template(self, text: str) -> str:
         return GENSE_PROMPT.format(text) if self.config.prompt else text
 
@@ -152,23 +184,7 @@ class ContrastiveTrainer(Trainer):
         return Dataset.from_dict({"anchor": [t(x.anchor) for x in triplets], "positive": [t(x.positive) for x in triplets],
                                   "negative": [t(x.negative) for x in triplets], "label": [x.weight for x in triplets]})
 
-    def _selection(self) -> tuple[Any, str | None]:
-        """The model-selection evaluator on the human pairs of ``selection_data`` (the prompt applied)."""
-        if not self.config.selection_data:
-            return None, None
-        if self.config.selection_data != "stsb-dev":
-            raise DsgenError(f"selection_data must be stsb-dev or empty (got '{self.config.selection_data}')")
-        from dsgen.data.sts import data_dir, read_stsb
-        from dsgen.evaluation.evaluator import validation_evaluator
-
-        dev = read_stsb(data_dir(), "dev")
-        t = self.template
-        return validation_evaluator([t(s) for s in dev.sentences1], [t(s) for s in dev.sentences2],
-                                    [score / 5.0 for score in dev.scores], self.config.selection_metric, name="stsb-dev")
-
     def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
-        from dsgen.training.losses import WeightedCachedMultipleNegativesRankingLoss
-
         cfg = self.config
         triplets = assemble_triplets(train, cfg.positive_label, cfg.negative_label)
         if not triplets:
@@ -176,9 +192,8 @@ class ContrastiveTrainer(Trainer):
                              "use more inputs or a looser filter")
         nli = read_nli_triplets(cfg.nli_file) if cfg.nli_file else None
         model = load_trainable_encoder(cfg, seed)
-        loss = WeightedCachedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature,
-                                                          mini_batch_size=cfg.mini_batch_size)
-        evaluator, metric = self._selection()
+        loss = self.loss(model, triplets, seed)
+        evaluator, metric = selection_evaluator(cfg, [], self.template) if cfg.selection_data else (None, None)
         log = fit(model, self._dataset(triplets), loss, cfg, seed, evaluator, metric, no_duplicates=True, progress=progress)
         log.update(triplets=len(triplets), text_template=GENSE_PROMPT if cfg.prompt else None)
         if nli is not None:

@@ -40,6 +40,9 @@ class TrainingConfig(Config):
         selection_metric: ``max``: the best of the cosine, Euclidean, Manhattan and dot-product
             Spearman (what sentence-transformers 0.4, used by DINO and RISE, returned); ``cosine``.
         model_selection: keep the best validation checkpoint (False: keep the last step).
+        selection_data: where the checkpoint is chosen: None (the method's validation pairs: DINO's held-out
+            generated split, RISE's separately generated dev set) or ``stsb-dev`` (the STS benchmark dev split,
+            gold / 5: GenSE's ``train.sh``, CLAIF's ``--using_stsb_dev``).
         evaluate_at_epoch_end: evaluate also at every epoch's end and at the last step (sentence-transformers
             0.4's schedule, DINO's and RISE's code); False: only every N steps (GenSE's Hugging Face Trainer,
             ``evaluation_strategy steps``).
@@ -66,6 +69,7 @@ class TrainingConfig(Config):
     evaluations_per_epoch: int = 0
     selection_metric: str = "max"
     model_selection: bool = True
+    selection_data: str | None = None
     evaluate_at_epoch_end: bool = True
     warmup_steps: int = 0
     ema_decay: float = 0.0
@@ -84,6 +88,8 @@ class TrainingConfig(Config):
             raise DsgenError("batch_size must be >= 1, epochs > 0 and learning_rate >= 0")
         if not 0 <= self.ema_decay < 1 or self.warmup_steps < 0:
             raise DsgenError(f"ema_decay must be in [0, 1) and warmup_steps >= 0 (got {self.ema_decay}, {self.warmup_steps})")
+        if self.selection_data not in (None, "stsb-dev"):
+            raise DsgenError(f"selection_data must be stsb-dev or empty (got '{self.selection_data}')")
         if self.ema_decay and self.model_selection:
             raise DsgenError("weight averaging (ema_decay) replaces model selection: set model_selection = false")
 
@@ -98,10 +104,62 @@ def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
     return model
 
 
+def selection_evaluator(cfg: TrainingConfig, validation: list[tuple[str, str, float]],
+                        template: Callable[[str], str] = lambda text: text) -> tuple[Any, str | None]:
+    """The evaluator that chooses the checkpoint, with the name of its metric (None, None: nothing to
+    choose on): the STS benchmark dev split for ``selection_data = "stsb-dev"`` (gold / 5), else the
+    method's own validation pairs (at least two). ``template`` wraps every sentence (GenSE's prompt)."""
+    from dsgen.evaluation.evaluator import validation_evaluator
+
+    if cfg.selection_data == "stsb-dev":
+        from dsgen.data.sts import data_dir, read_stsb
+
+        dev = read_stsb(data_dir(), "dev")
+        validation, name = [(a, b, s / 5.0) for a, b, s in zip(dev.sentences1, dev.sentences2, dev.scores)], "stsb-dev"
+    else:
+        name = "validation"
+    if len(validation) < 2:
+        return None, None
+    return validation_evaluator([template(a) for a, _, _ in validation], [template(b) for _, b, _ in validation],
+                                [float(y) for _, _, y in validation], cfg.selection_metric, name=name)
+
+
 def evaluation_interval(cfg: TrainingConfig, steps_per_epoch: int) -> int:
     if cfg.evaluations_per_epoch > 0:
         return max(1, steps_per_epoch // cfg.evaluations_per_epoch)
     return max(1, cfg.evaluation_steps)
+
+
+def best_weights(model: Any, metric: str, greater_is_better: bool = True) -> Any:
+    """A trainer callback that keeps the best evaluated weights in memory (a copy of the trainable
+    parameters; frozen ones never change) and puts them back when training ends: what the libraries'
+    best-checkpoint reload does, without writing and reading a checkpoint at every evaluation (seconds
+    each for a model with a large embedding matrix). Of equal scores the first is kept, as the libraries do."""
+    from transformers import TrainerCallback
+
+    class BestWeights(TrainerCallback):
+        def __init__(self) -> None:
+            self.best: float | None = None
+            self.params = [p for p in model.parameters() if p.requires_grad]
+            self.kept: list[Any] | None = None
+
+        def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kw: Any) -> None:
+            if not metrics or metric not in metrics:
+                return
+            value = float(metrics[metric])
+            if self.best is None or (value > self.best if greater_is_better else value < self.best):
+                self.best = value
+                self.kept = [p.detach().clone() for p in self.params]
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            import torch
+
+            if self.kept is not None:
+                with torch.no_grad():
+                    for p, k in zip(self.params, self.kept):
+                        p.copy_(k)
+
+    return BestWeights()
 
 
 class WeightAverage:
@@ -159,14 +217,14 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             self.average.apply()
 
     class Schedule(TrainerCallback):
-        """Evaluate (and save) also at each epoch's end and at the last step, once per step."""
+        """Evaluate also at each epoch's end and at the last step, once per step."""
 
         def __init__(self) -> None:
             self.last = -1
 
         def _ask(self, state: Any, control: Any) -> None:
             if state.global_step != self.last:
-                control.should_evaluate = control.should_save = True
+                control.should_evaluate = True
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             if state.global_step >= state.max_steps and cfg.evaluate_at_epoch_end:
@@ -188,13 +246,11 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             weight_decay=cfg.weight_decay,
             lr_scheduler_type="linear", seed=seed, data_seed=seed,
             eval_strategy="steps" if select else "no", eval_steps=interval if select else None,
-            save_strategy="steps" if select else "no", save_steps=interval if select else None,
-            save_only_model=True, save_total_limit=1, load_best_model_at_end=select,
-            metric_for_best_model=metric if select else None, greater_is_better=True,
+            save_strategy="no",  # the best weights are kept in memory (Schedule)
             batch_sampler=BatchSamplers.NO_DUPLICATES if no_duplicates else BatchSamplers.BATCH_SAMPLER,
             logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
             dataloader_pin_memory=False)
-        callbacks = [callback, Schedule()] if select else [callback]
+        callbacks = [callback, Schedule(), best_weights(model, metric)] if select else [callback]
         if cfg.ema_decay:
             callbacks.append(Averaging())
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
@@ -204,7 +260,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     train_with_progress(build, "train", int(steps), progress)
     best = max(history, key=lambda h: h[1]) if history else None
     if best is not None:
-        # The library logs, and goes on, when it cannot restore the best checkpoint: check it did.
+        # check that the weights returned are the ones that scored the best evaluation
         restored = float(evaluator(model)[metric.removeprefix("eval_")])
         if abs(restored - best[1]) > 1e-4:
             raise RuntimeError(f"model selection kept step {best[0]} (validation {best[1]:.5f}) but the returned model "

@@ -11,7 +11,7 @@ from dsgen import citations
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
-from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
+from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder, selection_evaluator
 
 
 @TRAINERS.register("regression")
@@ -38,7 +38,6 @@ class RegressionTrainer(Trainer):
     def train(self, train: list[Pair], validation: list[Pair], seed: int, progress: bool = True) -> TrainingOutcome:
         from datasets import Dataset
 
-        from dsgen.evaluation.evaluator import validation_evaluator
         from dsgen.training.losses import WeightedCosineSimilarityLoss
 
         rows = [(p, w) for p, w in weighted(train) if p.text_b is not None]
@@ -52,10 +51,9 @@ class RegressionTrainer(Trainer):
         dataset = Dataset.from_dict({"sentence1": [p.text_a for p, _ in rows], "sentence2": [p.text_b for p, _ in rows],
                                      "label": [[float(p.label), w] for p, w in rows]})
         model = load_trainable_encoder(self.config, seed)
-        val = [p for p in validation if p.text_b is not None and isinstance(p.label, (int, float))]
-        evaluator, metric = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
-                                                 [float(p.label) for p in val], self.config.selection_metric) \
-            if len(val) >= 2 else (None, None)
+        val = [(p.text_a, p.text_b, float(p.label)) for p in validation
+               if p.text_b is not None and isinstance(p.label, (int, float))]
+        evaluator, metric = selection_evaluator(self.config, val)
         log = fit(model, dataset, WeightedCosineSimilarityLoss(model), self.config, seed, evaluator, metric,
                   progress=progress)
         log["dropped_weight_zero"] = len(train) - len(rows)

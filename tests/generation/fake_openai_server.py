@@ -37,9 +37,16 @@ def _sentence(h: int) -> str:
     return " ".join(WORDS[(h >> (5 * i)) % len(WORDS)] for i in range(5)).capitalize() + "."
 
 
+def _triplet(h: int) -> str:
+    return json.dumps({"S1": _sentence(h >> 8), "S2": _sentence(h >> 40), "S3": _sentence(h >> 72)})
+
+
 def completion_text(prompt: str, seed: Any) -> str:
-    """A continuation of ``prompt`` (as a base LM would write it after an opening quote)."""
+    """A continuation of ``prompt`` (as a base LM would write it after an opening quote, or after the
+    ``{`` of a JSON output)."""
     h = _hash(prompt, seed)
+    if prompt.endswith("{"):
+        return _triplet(h)[1:] + "\n\nNext" if h % 4 else ' "S1": "only one field"}'
     kind = h % 8
     if kind == 0:
         return _sentence(h >> 8) + " and so on without end"  # unclosed
@@ -55,6 +62,8 @@ def completion_text(prompt: str, seed: Any) -> str:
 def chat_text(messages: list[dict[str, str]], seed: Any) -> str:
     """A chat model's reply, in the shapes real ones take."""
     h = _hash(messages, seed)
+    if "JSON" in messages[-1]["content"]:
+        return [_triplet(h), f"Here you are:\n```json\n{_triplet(h)}\n```", "I cannot do that."][h % 3]
     s = _sentence(h >> 8)
     return [f'Sentence 2: "{s}"', f'"{s}"', s, f'Here it is: "{s}" Hope it helps.', f"Sure!\n{s}",
             f'Sentence 2: "{s}'][h % 6]
@@ -67,15 +76,21 @@ class FakeOpenAIServer:
         port: 0 for a free port; a former server's port to restart "the same" server.
         script: responses (``{"status", "body", "content_type", "headers"}``) for the first requests, in order.
         die_after: stop listening once this many requests were answered.
-        hold_after: hold every request that arrives after this many answers until :meth:`release`,
-            then drop it unanswered.
+        hold_after: answer this many requests, then hold every further one until :meth:`release` and
+            drop it unanswered.
+        delay: seconds each completion takes (to see how many requests a client keeps in flight).
     """
 
     def __init__(self, port: int = 0, script: list[dict[str, Any]] | None = None, die_after: int | None = None,
-                 hold_after: int | None = None) -> None:
+                 hold_after: int | None = None, delay: float = 0.0) -> None:
         self.script = list(script or [])
         self.die_after = die_after
         self.hold_after = hold_after
+        self.delay = delay
+        self.admitted = 0  # requests let through to be answered
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.stop_lock = threading.Lock()
         self.received: Counter = Counter()  # (path, prompt or messages, seed) -> requests received
         self.answered: Counter = Counter()  # ... -> completions sent
         self.authorization: list[str] = []
@@ -103,13 +118,14 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
-        with self.lock:
+        """Stop listening (returns once the port is free, whoever called it first)."""
+        with self.stop_lock:
             if self.stopped:
                 return
             self.stopped = True
-        self.released.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+            self.released.set()
+            self.httpd.shutdown()
+            self.httpd.server_close()
 
     def release(self) -> None:
         self.released.set()
@@ -163,15 +179,22 @@ class FakeOpenAIServer:
                     server.authorization.append(self.headers.get("Authorization", ""))
                     server.bodies.append(body)
                     scripted = server.script.pop(0) if server.script else None
-                    answered = sum(server.answered.values())
+                    held = scripted is None and server.hold_after is not None and server.admitted >= server.hold_after
+                    server.admitted += scripted is None and not held
                 if scripted is not None:
                     self._send(scripted.get("status", 200), scripted["body"], scripted.get("content_type", "application/json"),
                                scripted.get("headers"))
                     return
-                if server.hold_after is not None and answered >= server.hold_after:
+                if held:
                     server.released.wait()
                     self.close_connection = True  # dropped unanswered
                     return
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                time.sleep(server.delay)
+                with server.lock:
+                    server.in_flight -= 1
                 if chat:
                     text = chat_text(body["messages"], body.get("seed"))
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}

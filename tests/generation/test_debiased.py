@@ -180,3 +180,26 @@ def test_real_smollm2_chat_prompted(tmp_path):
     assert {p.label for p in pairs} <= {0.0, 0.5, 1.0}
     meta = json.loads((tmp_path / "chat.jsonl.meta.json").read_text())
     assert meta["task_spec"]["chat"] is True and meta["config"]["sampling"]["decay_constant"] == 100.0
+
+
+def test_a_structured_spec_gives_one_pair_per_field_from_one_output(tiny_lm, tmp_path):
+    """Sim-GPT's numbered answer through the debiased core: one call, a line per field, ended by a blank
+    line; the generator makes (x1, similar, entailment) and (x1, dissimilar, contradiction)."""
+    from tests.generation.test_decoding import Script, ids
+
+    spec = {"task_name": "numbered", "output": {"format": "numbered", "fields": ["similar", "dissimilar"],
+                                                "pairs": {"similar": "entailment", "dissimilar": "contradiction"}},
+            "labels": {"pair": {"instruction": "Input: <X1>\nOutput:\n1. ", "counter_labels": []}}}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    tok = tiny_lm.tokenizer
+    script = [ids(tok, c) for c in "ab\n2. cd\n\n"]
+    gen = DebiasedGenerator(GenerationConfig.from_dict({"task": str(path), "generator": "tiny", "device": "cpu",
+                                                        "per_label": 1, "sampling": {"max_new_tokens": 20}}),
+                            lm=tiny_lm)
+    with Script(tiny_lm, lambda call: script[min(call, len(script) - 1)]):
+        pairs = gen.generate(["A dog runs."], tmp_path / "out.jsonl", progress=False)
+    assert [(p.text_a, p.text_b, p.label) for p in pairs] == [("A dog runs.", "ab", "entailment"),
+                                                              ("A dog runs.", "cd", "contradiction")]
+    meta = json.loads((tmp_path / "out.jsonl.meta.json").read_text())
+    assert meta["stats"]["accepted"] == 1 and meta["task_spec"]["output"]["format"] == "numbered"

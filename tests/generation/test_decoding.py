@@ -144,10 +144,10 @@ def test_unclosed_outputs_are_dropped_and_retried_only_when_asked(tiny_lm):
     assert sorted({o.attempt for o in retried}) == [1, 2, 3, 4, 5]
     assert all(o.text is None and o.n_tokens == 6 for o in retried)
     rules = OutputRules(tok)
-    assert rules.judge('one\ntwo" rest') == ("one\ntwo", False)
-    assert rules.judge('" rest') == ("", False)
-    assert OutputRules(tok, allow_newlines=True).judge('one\ntwo"') == ("one\ntwo", True)
-    assert OutputRules(tok, keep_unclosed=True).judge("open ended") == ("open ended", True)
+    assert rules.judge('one\ntwo" rest') == ("one\ntwo", "newline")
+    assert rules.judge('" rest') == ("", "empty")
+    assert OutputRules(tok, allow_newlines=True).judge('one\ntwo"') == ("one\ntwo", None)
+    assert OutputRules(tok, keep_unclosed=True).judge("open ended") == ("open ended", None)
 
 
 def test_counter_rows_follow_the_main_row(tiny_lm):
@@ -425,13 +425,30 @@ def test_an_output_the_core_ended_at_a_newline_is_the_same_output_as_the_referen
 def test_rejected_outputs_are_counted_by_their_own_reason():
     """A group ended at a newline has no text (no closing quote came): it is a newline rejection,
     not an unclosed one (the sidecar's counts were all `unclosed` before)."""
-    from dsgen.generation.decoding import DecodeOutput
+    from dsgen.taskspec import OutputFormat
 
-    def reason(text, raw, ok=False):
-        return DecodeOutput(text, raw, [1], 0, ok).rejected
+    judge = OutputFormat().judge
+    assert judge("A man\n") == (None, "newline")
+    assert judge("A man walks") == (None, "unclosed")
+    assert judge('"') == ("", "empty")
+    assert judge('A man\nwalks"') == ("A man\nwalks", "newline")
+    assert judge('A man walks." He') == ("A man walks.", None)
 
-    assert reason(None, "A man\n") == "newline"
-    assert reason(None, "A man walks") == "unclosed"
-    assert reason("", '"') == "empty"
-    assert reason("A man\nwalks", 'A man\nwalks"') == "newline"
-    assert reason("A man walks.", 'A man walks."', ok=True) is None
+
+def test_structured_outputs_end_at_their_mark_and_parse_into_their_fields():
+    """E5's JSON triplets and Sim-GPT's numbered answers: one call, several texts, every field or nothing."""
+    from dsgen.taskspec import OutputFormat
+
+    e5 = OutputFormat("json", "}", ("S1", "S2", "S3"), "S1", (("S2", "entailment"), ("S3", "contradiction")))
+    text, reason = e5.judge('"S1": "A dog runs.", "S2": "A dog is running.",\n "S3": "A cat sleeps."} trailing')
+    assert reason is None and e5.pair_texts(None, text) == [("A dog runs.", "A dog is running.", "entailment"),
+                                                             ("A dog runs.", "A cat sleeps.", "contradiction")]
+    assert e5.judge('"S1": "A dog runs.", "S2": "x"}')[1] == "unparsed"  # a field missing
+    assert e5.judge('"S1": "A dog runs.", "S2": ')[1] == "unclosed"
+    sim = OutputFormat("numbered", "\n\n", ("similar", "dissimilar"), None,
+                       (("similar", "entailment"), ("dissimilar", "contradiction")))
+    text, reason = sim.judge("A man plays music. \n2. A man sleeps.\n\nInput: more")
+    assert reason is None and sim.pair_texts("A man plays a guitar.", text) == [
+        ("A man plays a guitar.", "A man plays music.", "entailment"),
+        ("A man plays a guitar.", "A man sleeps.", "contradiction")]
+    assert sim.judge("A man plays music.\n3. wrong\n\n")[1] == "unparsed"

@@ -26,7 +26,7 @@ def test_the_judge_labels_pairs_with_the_expected_digit_over_five(tiny_lm):
     ctx = LabelContext(load_generator=lambda: tiny_lm, progress=False)
     out, summary = judge().apply(PAIRS, ctx)
     cfg = LmJudgeConfig(chat=False)
-    prompts = [cfg.prompt.format(x1=p.text_a, x2=p.text_b) + "\n" + cfg.answer_prefix for p in PAIRS]
+    prompts = [cfg.prompt.format(x1=p.text_a, x2=p.text_b) + cfg.answer_prefix for p in PAIRS]
     probs = option_probabilities(tiny_lm, prompts, [(str(d), f" {d}") for d in range(6)])
     expected = probs @ np.arange(6) / 5
     assert [p.label for p in out] == pytest.approx(expected.round(6).tolist(), abs=1e-6)

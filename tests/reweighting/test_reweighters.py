@@ -174,3 +174,24 @@ def test_lm_discriminator_probabilities_sum_to_one(tiny_lm):
     pt, pf = probs[t_ids].sum().item(), probs[f_ids].sum().item()
     assert p_true[0] == pytest.approx(pt / (pt + pf), rel=1e-4)
     assert p_true[0] + pf / (pt + pf) == pytest.approx(1.0)
+
+
+def test_self_curation_keeps_triplets_the_judge_rates_apart():
+    """MultiCSR's filter on the judge's ratings (in [0, 1]: its 3.0 of 5 is 0.6): positive >= 0.6, negative
+    <= 0.6 and positive above negative; an input without both sides, or failing a rule, is dropped."""
+    from dsgen.reweighting.base import ReweightContext
+    from dsgen.reweighting.curation import CurationConfig, SelfCuration
+
+    def pair(x1, label, score):
+        return Pair(x1, f"{x1} {label}", label, extra={"judge_score": score})
+
+    pairs = [pair("a", "entailment", 0.9), pair("a", "contradiction", 0.2),   # kept
+             pair("b", "entailment", 0.5), pair("b", "contradiction", 0.1),   # positive too low
+             pair("c", "entailment", 0.8), pair("c", "contradiction", 0.7),   # negative too high
+             pair("d", "entailment", 0.6), pair("d", "contradiction", 0.6),   # no gap
+             pair("e", "entailment", 0.9)]                                    # incomplete
+    out, summary = SelfCuration(CurationConfig()).apply(pairs, ReweightContext(progress=False))
+    assert [p.weight for p in out] == [1.0, 1.0, 0, 0, 0, 0, 0, 0, 0]
+    assert summary["dropped"] == {"incomplete": 1, "negative_too_high": 1, "no_gap": 1, "positive_too_low": 1}
+    with pytest.raises(DsgenError, match="judge_score"):
+        SelfCuration(CurationConfig()).apply([Pair("a", "b", "entailment")], ReweightContext(progress=False))

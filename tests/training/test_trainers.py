@@ -228,3 +228,22 @@ def test_a_trainer_with_weight_averaging_keeps_the_average_not_the_last_step(tin
     assert not torch.allclose(a, b) and torch.allclose(a, c, atol=1e-6)  # decay -> 0 is the last step
     with pytest.raises(DsgenError, match="replaces model selection"):
         TrainingConfig(encoder="x", ema_decay=0.9)
+
+
+def test_the_gist_loss_trains_with_a_guide_and_refuses_graded_weights(tiny_encoder_dir):
+    """MultiCSR's guided masking through sentence-transformers' GISTEmbedLoss: the guide is a second model
+    of the run (its fingerprint enters the key), and the loss takes 0/1 weights only."""
+    rng = random.Random(2)
+    pairs = []
+    for _ in range(16):
+        x = sentence(rng)
+        pairs += [Pair(x, sentence(rng), "entailment"), Pair(x, sentence(rng), "contradiction")]
+    cfg = ContrastiveConfig(encoder=str(tiny_encoder_dir), guide=str(tiny_encoder_dir), loss="gist", batch_size=8,
+                            mini_batch_size=4, device="cpu", selection_data=None, prompt=False)
+    trainer = ContrastiveTrainer(cfg)
+    outcome = trainer.train(pairs, [], seed=1, progress=False)
+    assert outcome.log["triplets"] == 16 and outcome.log["steps"] == 2
+    assert trainer.models(None) == [str(tiny_encoder_dir)] and ContrastiveTrainer(ContrastiveConfig()).models(None) == []
+    graded = [Pair(p.text_a, p.text_b, p.label, weight=0.5) for p in pairs]
+    with pytest.raises(DsgenError, match="unweighted"):
+        trainer.train(graded, [], seed=1, progress=False)

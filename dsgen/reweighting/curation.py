@@ -1,0 +1,91 @@
+"""MultiCSR's self-curation: keep a triplet only when the LM that judged its pairs rates the positive as
+similar and the negative as dissimilar (NAACL 2024; ``Circle-Ming/MultiCSR@596898f``).
+
+It reads each pair's ``judge_score`` (in [0, 1], the labeller ``lm-judge`` with ``replace_label = false``
+writes it; MultiCSR's judge rates 0 to 5, so its thresholds 3.0 / 3.0 are 0.6 / 0.6 here) and keeps the
+positive and negative pairs of an input x1 (weight 1) when every positive scores at least ``min_positive``,
+every negative at most ``max_negative``, and the lowest positive exceeds the highest negative by more than
+``min_gap`` (MultiCSR's ``flan_filter.py#L162-L173``, filter type 15: pos >= 3, neg <= 3, pos != neg).
+Anything else gets weight 0 (dropped).
+
+Departures: MultiCSR's judge greedily decodes a number; dsgen's reads the expected digit, so "the two
+scores differ" (almost always true of expected values) becomes a gap above ``min_gap`` (0: strictly
+greater). Its generation step also swaps a pair whose "contradiction" the judge rates above its
+"entailment" (``flan_generate_scoring.py#L138-L141``); here such a triplet is dropped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from dsgen.config import Config
+from dsgen.data.pairs import Pair
+from dsgen.errors import DsgenError
+from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport
+
+MULTICSR = """@inproceedings{wang-etal-2024-large,
+  title = {Large Language Models can Contrastively Refine their Generation for Better Sentence Representation Learning},
+  author = {Wang, Huiming and Li, Zhaodonghui and Cheng, Liying and Soh, De Wen and Bing, Lidong},
+  booktitle = {Proceedings of the 2024 Conference of the North American Chapter of the Association for Computational Linguistics},
+  year = {2024},
+  url = {https://aclanthology.org/2024.naacl-long.436}
+}"""
+
+
+@dataclass
+class CurationConfig(Config):
+    """Args:
+        min_positive / max_negative: the judge's score (in [0, 1]) a positive must reach and a negative must
+            not exceed (MultiCSR: 3.0 and 3.0 of 5).
+        min_gap: positive minus negative must exceed this (0: strictly greater).
+        positive_label / negative_label: the pair labels of a triplet's two sides.
+    """
+
+    min_positive: float = 0.6
+    max_negative: float = 0.6
+    min_gap: float = 0.0
+    positive_label: str = "entailment"
+    negative_label: str = "contradiction"
+
+
+@REWEIGHTERS.register("self-curation")
+class SelfCuration(Reweighter):
+    """Weights 1 for the pairs of triplets the judge's ratings keep, 0 for the rest (module docstring)."""
+
+    config_class = CurationConfig
+    citation = MULTICSR
+
+    def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
+        cfg = self.config
+        if pairs and "judge_score" not in pairs[0].extra:
+            raise DsgenError("self-curation needs each pair's judge_score: put the labeller lm-judge (replace_label = "
+                             "false) before it")
+        sides: dict[str, dict[str, list[int]]] = defaultdict(lambda: {"pos": [], "neg": []})
+        for i, p in enumerate(pairs):
+            if p.label == cfg.positive_label:
+                sides[p.text_a]["pos"].append(i)
+            elif p.label == cfg.negative_label:
+                sides[p.text_a]["neg"].append(i)
+        weights = [0.0] * len(pairs)
+        reasons: dict[str, int] = defaultdict(int)
+        for x1, side in sides.items():
+            if not side["pos"] or not side["neg"]:
+                reasons["incomplete"] += 1
+                continue
+            pos = [pairs[i].extra["judge_score"] for i in side["pos"]]
+            neg = [pairs[i].extra["judge_score"] for i in side["neg"]]
+            if min(pos) < cfg.min_positive:
+                reasons["positive_too_low"] += 1
+            elif max(neg) > cfg.max_negative:
+                reasons["negative_too_high"] += 1
+            elif min(pos) - max(neg) <= cfg.min_gap:
+                reasons["no_gap"] += 1
+            else:
+                for i in side["pos"] + side["neg"]:
+                    weights[i] = 1.0
+        kept = sum(1 for x1, side in sides.items() if side["pos"] and weights[side["pos"][0]] == 1.0)
+        info: dict[str, Any] = {"inputs": len(sides), "kept_inputs": kept, "dropped": dict(sorted(reasons.items())),
+                                "kept_fraction": round(sum(weights) / len(weights), 4) if weights else 0.0}
+        return ReweightReport(weights, info)

@@ -1,0 +1,27 @@
+"""Sim-GPT (Wang et al., 2023, "Sim-GPT: Text Similarity via GPT Annotated Data"): for each input, GPT-4
+writes one "definitely similar" and one "definitely dissimilar" sentence in a single answer (an 8-shot
+prompt adapted from the NLI crowd-workers' instructions); the triplets train supervised SimCSE.
+
+Prompt: ``ShuheWang1998/Sim-GPT@230f6ec:prompts/multi_genre_sentences.txt#L1-L48`` verbatim (task spec
+``sim-gpt``, a numbered answer: ``1. <similar>`` / ``2. <dissimilar>``), through the chat path (GPT-4).
+Training (``training-parameters/simcse/sup_roberta_base.sh#L17-L39``): SimCSE, 5 epochs, lr 5e-5, batch
+512, 32 tokens, [CLS] pooling, STSb dev selection every 125 steps.
+
+Departures: the multi-genre prompt for every input (Sim-GPT also has caption and question prompts, by
+source); sampling is not given in its repository (top-p 0.9 here); no auxiliary MLM loss (weight 0.05
+there); the preset's encoder and batch.
+"""
+
+from dsgen.method import Method, register_method
+from dsgen.methods.gense import TRIPLETS_ONLY
+
+
+@register_method("sim-gpt")
+def sim_gpt() -> Method:
+    return Method(description="Sim-GPT: one similar and one dissimilar sentence per input in one answer (8-shot, chat), "
+                              "SimCSE's InfoNCE with the dissimilar one as hard negative",
+                  paper="Sim-GPT: Wang et al., 2023 (arXiv 2312.05603)", generator="debiased",
+                  generation={"task": "sim-gpt", "per_label": 1, "counter_labels": False,
+                              "sampling": {"top_k": 0, "top_p": 0.9, "max_new_tokens": 60}},
+                  postprocess=TRIPLETS_ONLY, trainer="contrastive",
+                  trainer_config={"prompt": False, "max_seq_length": 32, "epochs": 5.0, "evaluation_steps": 125})

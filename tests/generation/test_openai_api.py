@@ -1,0 +1,474 @@
+"""The ``openai`` generator against real servers on 127.0.0.1: a scripted OpenAI-compatible server
+(429 and 5xx then success, malformed answers, a server killed mid-run, a client killed mid-run) and,
+marked slow, ``transformers serve`` with the embedded SmolLM2-135M-Instruct. No test reaches beyond
+the loopback: every connection this process opens is checked (``loopback_only``), and the real
+server runs offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dsgen.errors import DsgenError
+from dsgen.generation import GENERATORS
+from dsgen.generation.openai_api import (SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply,
+                                         split_instruction)
+from dsgen.taskspec import OutputFormat
+from tests.generation.fake_openai_server import HTML, RATE_LIMITED, SERVER_ERROR, FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parents[2]
+INPUTS = ["A man is playing a guitar.", "A woman is slicing an onion.", "Two dogs run across a field."]
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    """Any connection of this process to a host other than the loopback fails the test."""
+    real = socket.socket.connect
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in LOOPBACK:
+            raise AssertionError(f"a test tried to reach {address[0]}: tests stay on the loopback")
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch):
+    """Retries wait milliseconds, not seconds (the schedule itself is tested on its own)."""
+    monkeypatch.setattr(OpenAIGenerator, "backoff_base", 0.01)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def make(url: str, **kw) -> OpenAIGenerator:
+    base = dict(model="fake-model", base_url=url, per_label=2, max_tokens=24, concurrency=2, max_retries=2)
+    base.update(kw)
+    return OpenAIGenerator(OpenAIConfig(**base))
+
+
+def meta(out: Path) -> dict:
+    return json.loads(out.with_name(out.name + ".meta.json").read_text())
+
+
+def request_files(out: Path) -> list[Path]:
+    return sorted(out.with_name(out.name + ".requests").glob("*.json"))
+
+
+# -- the component and its rules ------------------------------------------------------------------
+def test_registered_with_its_metadata():
+    assert GENERATORS.get("openai") is OpenAIGenerator and OpenAIGenerator.name == "openai"
+    assert OpenAIGenerator.supports_debiasing is False and OpenAIGenerator.version == 1
+    assert "@" in OpenAIGenerator.citation and "title" in OpenAIGenerator.citation
+    cfg = OpenAIConfig()
+    assert (cfg.model, cfg.base_url, cfg.api_key_env, cfg.task, cfg.mode) == ("", "", "OPENAI_API_KEY", "sts-x2", "completions")
+    assert (cfg.per_label, cfg.entries_per_label, cfg.temperature, cfg.top_p, cfg.max_tokens) == (5, 100, 1.0, 0.9, 40)
+    assert (cfg.concurrency, cfg.max_retries, cfg.timeout, cfg.chunk_inputs, cfg.seed) == (4, 5, 60.0, 32, 42)
+    assert not cfg.allow_newlines and not cfg.keep_unclosed and cfg.remove_duplicates
+    gen = OpenAIGenerator(OpenAIConfig(model="m"))
+    assert gen.get_config_dict() == gen.config.to_dict()
+    assert OpenAIConfig.from_dict(gen.get_config_dict()) == gen.config
+
+
+LEAD = 'Sentence 2: "'
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ('Sentence 2: "A cat sleeps."', ("A cat sleeps.", None, False)),                  # 1: the last line
+    ('Sure.\nSentence 2: "A cat sleeps." Done', ("A cat sleeps.", None, False)),
+    ('  "A cat sleeps."\n', ("A cat sleeps.", None, False)),                           # 2: opening quote
+    ('Here it is: "A cat sleeps." Enjoy!', ("A cat sleeps.", None, False)),             # 3: quoted later
+    ("A cat sleeps.", ("A cat sleeps.", None, True)),                                   # 4: one unquoted line
+    ("Sentence 2: A cat sleeps.", ("A cat sleeps.", None, True)),
+    ('A cat sleeps."', ("A cat sleeps.", None, False)),                                 # 5: continuation style
+    ("Sure!\nA cat sleeps.", (None, "newline", False)),
+    ('Sentence 2: "A cat\nsleeps."', ("A cat\nsleeps.", "newline", False)),
+    ('Sentence 2: "A cat sleeps.', (None, "unclosed", False)),
+    ('Sentence 2: ""', ("", "empty", False)),
+    ("   ", (None, "unclosed", False)),
+])
+def test_chat_reply_rule(reply, expected):
+    assert parse_chat_reply(reply, LEAD) == expected
+
+
+def test_chat_reply_rule_with_typographic_quotes():
+    curly = OutputFormat(end="\u201d")
+    for reply in ("\u201cA cat sleeps.\u201d", "A cat sleeps.\u201d", "Sentence 2: \u201cA cat sleeps.\u201d and more"):
+        assert parse_chat_reply(reply, "Sentence 2: \u201c", curly, "\u201c") == ("A cat sleeps.", None, False)
+    assert parse_chat_reply("A cat sleeps.", "Sentence 2: \u201c", curly, "\u201c") == ("A cat sleeps.", None, True)
+
+
+def test_chat_reply_rule_with_a_structured_output():
+    fmt = OutputFormat("json", "}", ("S1", "S2"), "S1", (("S2", "1"),))
+    triplet = '{"S1": "A cat sleeps.", "S2": "A cat naps."}'
+    for reply in (triplet, f"Here:\n```json\n{triplet}\n```", 'JSON: {"S1": "A cat sleeps.", "S2": "A cat naps."'):
+        text, rejected, unquoted = parse_chat_reply(reply, "JSON: {", fmt, "{")
+        assert rejected is None and not unquoted and fmt.parse(text) == {"S1": "A cat sleeps.", "S2": "A cat naps."}
+    assert parse_chat_reply("I cannot do that.", "JSON: {", fmt, "{")[1] == "unparsed"
+
+
+def test_chat_messages_split_the_instruction_at_its_last_line_break():
+    gen = OpenAIGenerator(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1", mode="chat", per_label=2))
+    samples = gen.samples(gen.spec(with_inputs=True), ["A cat sleeps."])
+    first = samples[0]
+    assert first.body["messages"] == [{"role": "user", "content": 'Task: Write two sentences that mean the same thing.\n'
+                                                                   'Sentence 1: "A cat sleeps."'}]
+    assert first.lead == LEAD and "prompt" not in first.body
+    assert len(samples) == 3 * 2 and len({s.key for s in samples}) == 6 and len({s.body["seed"] for s in samples}) == 6
+    assert split_instruction('no line break "') == ('no line break "', "")
+
+
+def test_settings_no_run_can_use_fail_in_one_line(tmp_path, monkeypatch):
+    with pytest.raises(DsgenError, match="mode"):
+        OpenAIConfig(mode="responses").check()
+    with pytest.raises(DsgenError, match="extra_body may not set seed"):
+        OpenAIConfig(extra_body={"seed": 1}).check()
+    with pytest.raises(DsgenError, match="at least 1"):
+        OpenAIConfig(concurrency=0).check()
+    with pytest.raises(DsgenError, match="needs a model"):
+        OpenAIGenerator().generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(DsgenError, match="set the environment variable OPENAI_API_KEY"):
+        OpenAIGenerator(OpenAIConfig(model="gpt-4o-mini")).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+    with pytest.raises(DsgenError, match="chat spec"):
+        OpenAIGenerator(OpenAIConfig(model="m", task="sts-x2-chat")).spec(with_inputs=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dataset_key_covers_the_api_the_model_and_the_spec_but_not_the_key(monkeypatch):
+    from dsgen.identity import dataset_key, texts_key
+
+    gen = OpenAIGenerator(OpenAIConfig(model="m", base_url="http://127.0.0.1:1/v1/"))
+    spec = gen.spec(with_inputs=True)
+    assert gen.base_url == "http://127.0.0.1:1/v1"
+    assert gen.dataset_key(INPUTS) == dataset_key("openai", 1, gen.config.to_dict(), texts_key(INPUTS), spec.to_dict(),
+                                                  {"api": "http://127.0.0.1:1/v1", "model": "m"})
+    key = gen.dataset_key(INPUTS)
+    monkeypatch.setenv("OPENAI_API_KEY", "another-key")
+    assert gen.dataset_key(INPUTS) == key
+    assert OpenAIGenerator(OpenAIConfig(model="m2", base_url="http://127.0.0.1:1/v1")).dataset_key(INPUTS) != key
+    assert OpenAIGenerator(OpenAIConfig(model="m", base_url="http://127.0.0.1:2/v1")).dataset_key(INPUTS) != key
+    assert gen.dataset_key(INPUTS[:2]) != key
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:3/v1")  # used when the config names none
+    assert OpenAIGenerator(OpenAIConfig(model="m")).base_url == "http://127.0.0.1:3/v1"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert OpenAIGenerator(OpenAIConfig(model="m")).base_url == "https://api.openai.com/v1"
+
+
+def test_backoff_doubles_is_capped_and_jittered_by_the_request_key():
+    gen = OpenAIGenerator(OpenAIConfig(model="m"))
+    gen.backoff_base, gen.backoff_cap = 0.5, 30.0
+    delays = [gen._delay("k1", a) for a in range(10)]
+    assert all(0.25 * 2**a <= d < 0.5 * 2**a for a, d in enumerate(delays[:5]))
+    assert all(15.0 <= d < 30.0 for d in delays[7:]) and delays == [gen._delay("k1", a) for a in range(10)]
+    assert gen._delay("k1", 0) != gen._delay("k2", 0)
+
+
+# -- against the scripted server ------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["completions", "chat"])
+def test_generate_caches_every_request_and_a_rerun_is_free(server, tmp_path, mode):
+    out = tmp_path / "pairs.jsonl"
+    pairs = make(server.url, mode=mode).generate(INPUTS, out, progress=False)
+    m = meta(out)
+    stats = m["stats"]
+    assert stats["sampled"] == 18 and stats["requests_made"] == 18 and stats["requests_cached"] == 0
+    assert stats["accepted"] + sum(stats[f"rejected_{r}"] for r in ("unclosed", "empty", "newline")) == 18
+    assert len(pairs) == stats["accepted"] - stats["duplicates"] and pairs
+    assert 0 < stats["accepted"] < 18 and (stats["accepted_unquoted"] > 0) == (mode == "chat")
+    assert m["self_debiasing"] == SELF_DEBIASING and m["generator_name"] == "openai" and m["kind"] == "generated-pairs"
+    assert m["dataset_key"] == make(server.url, mode=mode).dataset_key(INPUTS)
+    assert m["generator"]["api"] == server.url and m["generator"]["served_models"] == ["fake-model"]
+    assert m["generator"]["endpoint"] == server.url + ("/chat/completions" if mode == "chat" else "/completions")
+    assert m["config"]["mode"] == mode and m["task_spec"]["task_name"] == "sts"
+    for p in pairs:
+        assert p.text_a in INPUTS and p.label in (1.0, 0.5, 0.0) and p.text_b and '"' not in p.text_b and "\n" not in p.text_b
+    files = request_files(out)
+    assert len(files) == 18 and all(json.loads(f.read_text())["key"] == f.stem for f in files)
+    assert all("n" not in b and "logprobs" not in b for b in server.bodies)  # one request per sample
+    assert len({(b.get("prompt") or json.dumps(b.get("messages")), b["seed"]) for b in server.bodies}) == 18
+
+    first = out.read_bytes()
+    server.stop()  # nothing listens any more: the rerun must come from the cache
+    again = make(server.url, mode=mode).generate(INPUTS, out, progress=False)
+    assert out.read_bytes() == first and len(again) == len(pairs)
+    assert meta(out)["stats"]["requests_made"] == 0 and meta(out)["stats"]["requests_cached"] == 18
+
+
+def test_x1_from_scratch_draws_entries_per_label(server, tmp_path):
+    out = tmp_path / "x1.jsonl"
+    pairs = make(server.url, task="sts-x1", entries_per_label=3).generate(None, out, progress=False)
+    assert meta(out)["stats"]["sampled"] == 9 and len(request_files(out)) == 9 and meta(out)["n_inputs"] is None
+    assert all(p.text_b is None and p.label in (1.0, 0.5, 0.0) for p in pairs)
+
+
+TRIPLETS = {"task_name": "triplets", "output": {"format": "json", "fields": ["S1", "S2", "S3"], "anchor": "S1",
+                                                "pairs": {"S2": "1", "S3": "0"}},
+            "labels": {"sts": {"instruction": "Write three sentences as JSON.\nJSON: {", "counter_labels": []}}}
+
+
+@pytest.mark.parametrize("mode", ["completions", "chat"])
+def test_a_structured_output_gives_the_pairs_its_spec_names(server, tmp_path, mode):
+    spec = tmp_path / "triplets.json"
+    spec.write_text(json.dumps(TRIPLETS))
+    out = tmp_path / "t.jsonl"
+    pairs = make(server.url, task=str(spec), entries_per_label=12, mode=mode).generate(None, out, progress=False)
+    stats = meta(out)["stats"]
+    assert stats["sampled"] == 12 and stats["rejected_unparsed"] and stats["accepted"] + stats["rejected_unparsed"] == 12
+    assert len(pairs) == 2 * stats["accepted"] - stats["duplicates"]
+    assert {p.label for p in pairs} == {1.0, 0.0} and all(p.extra["prompt_label"] == "sts" for p in pairs)
+    assert all(p.text_a and p.text_b and p.text_a != p.text_b for p in pairs)
+
+
+def test_concurrency_is_bounded_and_repeated_inputs_are_asked_once(tmp_path):
+    with FakeOpenAIServer(delay=0.05) as srv:
+        make(srv.url, concurrency=3, chunk_inputs=2).generate(INPUTS + INPUTS[:1], tmp_path / "p.jsonl", progress=False)
+    assert len(srv.bodies) == 18 and max(srv.received.values()) == 1  # the repeated input's requests: the same ones
+    assert srv.max_in_flight == 3
+
+
+def test_fresh_asks_again(server, tmp_path):
+    out = tmp_path / "p.jsonl"
+    make(server.url).generate(INPUTS, out, progress=False)
+    make(server.url).generate(INPUTS, out, progress=False, resume=False)
+    assert meta(out)["stats"]["requests_made"] == 18 and set(server.received.values()) == {2}
+
+
+@pytest.mark.parametrize("failure", [RATE_LIMITED, SERVER_ERROR, {**SERVER_ERROR, "status": 503}])
+def test_429_and_5xx_are_retried(tmp_path, failure):
+    with FakeOpenAIServer() as clean:
+        make(clean.url, concurrency=1).generate(INPUTS, tmp_path / "ref.jsonl", progress=False)
+    with FakeOpenAIServer(port=clean.port, script=[failure]) as srv:  # the same URL: the same request keys
+        out = tmp_path / "p.jsonl"
+        make(srv.url, concurrency=1).generate(INPUTS, out, progress=False)
+    stats = meta(out)["stats"]
+    assert stats["retries"] == 1 and stats["requests_made"] == 18 and sum(srv.received.values()) == 19
+    assert sorted(srv.received.values()) == [1] * 17 + [2] and len(request_files(out)) == 18
+    assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+
+
+def test_retries_run_out_in_one_line(tmp_path):
+    with FakeOpenAIServer(script=[SERVER_ERROR] * 3) as srv:
+        with pytest.raises(DsgenError) as err:
+            make(srv.url, concurrency=1, max_retries=2).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+    msg = str(err.value)
+    assert "\n" not in msg and f"POST {srv.url}/completions failed after 3 tries" in msg and "500" in msg
+    assert not (tmp_path / "p.jsonl").exists() and request_files(tmp_path / "p.jsonl") == []
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_other_4xx_stop_at_once(tmp_path, status):
+    with FakeOpenAIServer(script=[{"status": status, "body": json.dumps({"detail": "no such model"})}]) as srv:
+        with pytest.raises(DsgenError) as err:
+            make(srv.url, concurrency=1).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+        assert sum(srv.received.values()) == 1  # not retried, and nothing queued after it was sent
+    assert "\n" not in str(err.value) and f"answered {status}: " in str(err.value) and "no such model" in str(err.value)
+    assert not (tmp_path / "p.jsonl").exists() and request_files(tmp_path / "p.jsonl") == []
+
+
+MALFORMED = {
+    "html": (HTML, "not JSON"),
+    "invalid-json": ({"status": 200, "body": '{"choices": [', "content_type": "application/json"}, "not JSON"),
+    "no-choices": ({"status": 200, "body": json.dumps({"object": "text_completion"})}, "no choices"),
+    "empty-choices": ({"status": 200, "body": json.dumps({"choices": []})}, "no choices"),
+    "text-not-string": ({"status": 200, "body": json.dumps({"choices": [{"text": 5}]})}, "text is not a string"),
+    "chat-content-null": ({"status": 200, "body": json.dumps({"choices": [{"message": {"content": None}}]})},
+                          "content is not a string"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_response_gives_one_line_and_caches_nothing(tmp_path, case):
+    answer, what = MALFORMED[case]
+    mode = "chat" if case.startswith("chat") else "completions"
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer(script=[answer]) as srv:
+        with pytest.raises(DsgenError) as err:
+            make(srv.url, concurrency=1, mode=mode).generate(INPUTS, out, progress=False)
+        msg = str(err.value)
+        assert "\n" not in msg and "malformed response" in msg and what in msg and srv.url in msg
+        assert request_files(out) == [] and not out.exists() and not out.with_name("p.jsonl.meta.json").exists()
+        make(srv.url, concurrency=1, mode=mode).generate(INPUTS, out, progress=False)  # the server recovered
+    assert meta(out)["stats"]["requests_made"] == 18 and len(request_files(out)) == 18
+
+
+def test_a_server_killed_mid_run_then_restarted_resumes_without_repeating(tmp_path):
+    with FakeOpenAIServer() as ref:
+        make(ref.url).generate(INPUTS, tmp_path / "ref.jsonl", progress=False)
+    out = tmp_path / "p.jsonl"
+    first = FakeOpenAIServer(die_after=7).start()
+    with pytest.raises(DsgenError) as err:
+        make(first.url, max_retries=2).generate(INPUTS, out, progress=False)
+    first.stop()
+    msg = str(err.value)
+    assert "\n" not in msg and "failed after 3 tries" in msg and "connection error" in msg and "resume" in msg
+    assert not out.exists()
+    done = len(request_files(out))
+    assert done == sum(first.answered.values()) >= 7
+    with FakeOpenAIServer(port=first.port) as second:  # restarted at the same address
+        make(second.url).generate(INPUTS, out, progress=False)
+    assert sum(second.answered.values()) == 18 - done
+    assert max((first.answered + second.answered).values()) == 1  # no completed request was repeated
+    assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+    stats = meta(out)["stats"]
+    assert stats["requests_cached"] == done and stats["requests_made"] == 18 - done
+
+
+CHILD = """
+import sys
+from pathlib import Path
+from dsgen.generation.openai_api import OpenAIConfig, OpenAIGenerator
+cfg = OpenAIConfig(model="fake-model", base_url=sys.argv[1], per_label=2, max_tokens=24, concurrency=2)
+OpenAIGenerator(cfg).generate({inputs!r}, Path(sys.argv[2]), progress=False)
+"""
+
+
+def test_a_generator_killed_mid_run_resumes_without_repeating(tmp_path):
+    with FakeOpenAIServer() as ref:
+        make(ref.url).generate(INPUTS, tmp_path / "ref.jsonl", progress=False)
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer(hold_after=5) as srv:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD.format(inputs=INPUTS), srv.url, str(out)], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while len(request_files(out)) < 5 and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert len(request_files(out)) == 5, proc.stderr.read() if proc.poll() is not None else "timed out"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        srv.hold_after = None
+        srv.release()  # the held requests are dropped unanswered
+        assert not out.exists() and srv.total_answered == 5
+        make(srv.url).generate(INPUTS, out, progress=False)
+    assert max(srv.answered.values()) == 1 and srv.total_answered == 18
+    assert out.read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+    assert meta(out)["stats"]["requests_cached"] == 5
+
+
+def test_the_api_key_is_sent_but_never_written(tmp_path, monkeypatch):
+    secret = f"sk-dsgen-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("DSGEN_TEST_KEY", secret)
+    unauthorised = {"status": 401, "body": json.dumps({"error": {"message": "Incorrect API key provided"}})}
+    with FakeOpenAIServer(script=[unauthorised]) as srv:
+        with pytest.raises(DsgenError) as err:
+            make(srv.url, api_key_env="DSGEN_TEST_KEY", concurrency=1).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+        assert "answered 401" in str(err.value) and "check DSGEN_TEST_KEY" in str(err.value) and secret not in str(err.value)
+        for mode in ("completions", "chat"):
+            make(srv.url, api_key_env="DSGEN_TEST_KEY", mode=mode).generate(INPUTS, tmp_path / f"{mode}.jsonl",
+                                                                            progress=False)
+            make(srv.url, api_key_env="DSGEN_TEST_KEY", mode=mode).generate(INPUTS, tmp_path / f"{mode}.jsonl",
+                                                                            progress=False)
+    assert set(srv.authorization) == {f"Bearer {secret}"} and len(srv.authorization) == 37
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) > 36
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+# -- against transformers serve -------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def transformers_server(tmp_path):
+    """``transformers serve`` on 127.0.0.1, pinned to the dequantised SmolLM2-135M-Instruct folder;
+    yields (base URL, model id, stop). Offline, on the CPU, one thread: on a shared 2-core machine a
+    24-token request takes ~1 s with one thread and 3-10 s with torch's default."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    exe = Path(sys.executable).with_name("transformers")
+    if not exe.exists():
+        pytest.skip(f"no transformers CLI beside {sys.executable}")
+    from dsgen.models import dequantised_checkpoint, gguf_path_for
+
+    folder, _ = dequantised_checkpoint(gguf_path_for("smollm2-135m"))
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
+                             "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    started = time.time()
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"transformers serve exited: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() - started > 120:
+                pytest.fail(f"transformers serve not ready after 120 s: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        print(f"transformers serve ready after {time.time() - started:.1f} s")
+        yield f"http://127.0.0.1:{port}/v1", str(folder), stop
+    finally:
+        stop()
+        log.close()
+
+
+@pytest.mark.slow
+def test_through_transformers_serve(transformers_server, tmp_path):
+    """End to end through a real OpenAI-compatible server: both modes, pairs, sidecars and request
+    files; then the server is stopped and the reruns come from the cache."""
+    url, model, stop = transformers_server
+    started = time.time()
+    # transformers serve decodes greedily unless asked to sample through its own generation_config field
+    sample = {"generation_config": json.dumps({"do_sample": True})}
+
+    def gen(mode: str, **kw) -> OpenAIGenerator:
+        return make(url, model=model, mode=mode, per_label=2, max_tokens=24, extra_body=sample, **kw)
+
+    with pytest.raises(DsgenError, match="answered 400: .*pinned"):  # it serves its pinned model id only
+        make(url, model="smollm2", max_retries=0).generate(INPUTS[:1], tmp_path / "wrong.jsonl", progress=False)
+    first = {}
+    for mode in ("completions", "chat"):
+        t = time.time()
+        out = tmp_path / f"{mode}.jsonl"
+        pairs = gen(mode).generate(INPUTS, out, progress=False)
+        print(f"{mode}: {len(pairs)} pairs from 18 requests in {time.time() - t:.1f} s; {meta(out)['stats']}")
+        m = meta(out)
+        assert m["stats"]["sampled"] == 18 and m["stats"]["requests_made"] == 18 and m["stats"]["requests_cached"] == 0
+        assert m["generator"]["served_models"] == [f"{model}@main"] and m["self_debiasing"] == SELF_DEBIASING
+        assert pairs and all(p.text_a in INPUTS and p.label in (1.0, 0.5, 0.0) for p in pairs)
+        assert all(p.text_b and '"' not in p.text_b and "\n" not in p.text_b for p in pairs)
+        records = [json.loads(f.read_text()) for f in request_files(out)]
+        assert len(records) == 18 and all(r["request"]["model"] == model and isinstance(r["text"], str) for r in records)
+        assert len({r["text"] for r in records}) > 1  # it sampled
+        first[mode] = out.read_bytes()
+    stop()
+    for mode in ("completions", "chat"):
+        out = tmp_path / f"{mode}.jsonl"
+        gen(mode).generate(INPUTS, out, progress=False)
+        assert out.read_bytes() == first[mode]
+        assert meta(out)["stats"]["requests_made"] == 0 and meta(out)["stats"]["requests_cached"] == 18
+    print(f"through transformers serve: {time.time() - started:.1f} s after the server was ready")
