@@ -642,7 +642,8 @@ def claims_cmd(
     preset: PresetOpt = "cpu",
     seeds: SeedsOpt = None,
     data_seeds: DataSeedsOpt = None,
-    papers: Optional[str] = typer.Option(None, help="Comma-separated papers (dino, rise, gense, control; default: all)."),
+    papers: Optional[str] = typer.Option(None, help="Comma-separated papers (default: the founding ones, dino, rise, "
+                                                    "gense, control; also syncse, claif, sim-gpt, e5, multicsr; all)."),
     generator: GeneratorOpt = None,
     base_url: BaseUrlOpt = None,
     encoder: EncoderOpt = None,
@@ -658,19 +659,22 @@ def claims_cmd(
 ) -> None:
     """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG)."""
     from dsgen.artifacts import atomic_open, write_json
-    from dsgen.claims import claim_methods, judge_all, load_claims
+    from dsgen.claims import FOUNDING, claim_methods, judge_all, load_claims, load_figures, paper_files
     from dsgen.claims.report import claims_chart, claims_markdown
     from dsgen.models import describe_encoder
     from dsgen.runner import run_many
 
-    known = ("dino", "rise", "gense", "control")
-    chosen = [x.strip() for x in papers.split(",") if x.strip()] if papers else list(known)
+    known = paper_files()
+    chosen = [x.strip() for x in papers.split(",") if x.strip()] if papers else list(FOUNDING)
+    chosen = known if chosen == ["all"] else chosen
     for name in chosen:
         if name not in known:
             from dsgen.suggest import unknown
 
-            raise DsgenError(unknown("paper", name, known))
-    claims = load_claims(chosen)
+            raise DsgenError(unknown("paper", name, [*known, "all"]))
+    claims, figures = load_claims(chosen), load_figures(chosen)
+    if not claims:
+        raise DsgenError(f"the papers {', '.join(chosen)} make no claim a comparison here can test (only figures)")
     names = claim_methods(claims)
     ov = _overrides(generator, encoder, device, base_url=base_url)
     p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
@@ -683,12 +687,13 @@ def claims_cmd(
     seed_list = sorted({s for _, s in runs})
     verdicts = judge_all(claims, scores, missing={f.method: f.reason for f in failures})
     folder = runner.out / "tables" / p.name
-    paths = {"markdown": folder / "claims.md", "png": folder / "claims.png", "json": folder / "claims.json"}
+    stem = "claims" if sorted(chosen) == sorted(FOUNDING) else "claims-" + "-".join(chosen)
+    paths = {"markdown": folder / f"{stem}.md", "png": folder / f"{stem}.png", "json": folder / f"{stem}.json"}
     header = {"preset": p.name, "seeds": seed_list, "runs": runs, "tasks": list(p.tasks), "png": paths["png"].name,
               "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs})}
     claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, {len(runs)} runs")
     with atomic_open(paths["markdown"]) as fh:
-        fh.write(claims_markdown(verdicts, means, header, _command()))
+        fh.write(claims_markdown(verdicts, means, header, _command(), figures))
     write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "runs": [list(r) for r in runs],
                                "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
                                "failures": [{"method": f.method, "seed": f.seed, "reason": f.reason} for f in failures],

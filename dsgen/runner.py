@@ -301,7 +301,8 @@ class Runner:
 
             t0 = time.perf_counter()
             lctx = LabelContext(load_generator=load_generator, load_lm=self.context.lm, seed=plan.seed,
-                                device=plan.overrides.device or "auto", progress=self.progress)
+                                device=plan.overrides.device or "auto", progress=self.progress,
+                                cache=self.out / "cache" / "labels")
             try:
                 train, extra["labelling"] = plan.labeller.apply(train, lctx)
                 data.validation, _ = plan.labeller.apply(data.validation, lctx)

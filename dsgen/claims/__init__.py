@@ -125,6 +125,39 @@ def load_claims(papers: list[str] | None = None) -> list[Claim]:
     return claims
 
 
+FOUNDING = ("dino", "rise", "gense", "control")  # the papers ``dsgen claims`` tests unless told otherwise
+
+
+def paper_files() -> list[str]:
+    """The names of the built-in paper files (``dsgen/claims/papers/<name>.toml``)."""
+    folder = resources.files("dsgen.claims") / "papers"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A paper's headline figure that no comparison here can test, and why (listed in the report)."""
+
+    paper: str
+    table: str
+    page: int | None
+    statement: str
+    why: str
+
+
+def load_figures(papers: list[str] | None = None) -> list[Figure]:
+    """The ``[[figure]]`` entries of the paper files (or of the named ones)."""
+    folder = resources.files("dsgen.claims") / "papers"
+    out = []
+    for name in paper_files():
+        if papers and name not in papers:
+            continue
+        data = tomllib.loads((folder / f"{name}.toml").read_text(encoding="utf-8"))
+        for f in data.get("figure", []):
+            out.append(Figure(data["paper"], f["table"], f.get("page"), f["statement"], f["why"]))
+    return out
+
+
 def claim_methods(claims: list[Claim]) -> list[str]:
     """The methods a claims report runs: the first alternative of every role, plus base."""
     names = []

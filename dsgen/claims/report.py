@@ -33,7 +33,8 @@ def _intervals(v: Verdict) -> str:
     return "; ".join(parts)
 
 
-def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "") -> str:
+def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",
+                    figures: list[Any] = ()) -> str:
     import pandas as pd
 
     from dsgen.claims import ALPHA
@@ -67,6 +68,10 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
               f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
               pd.DataFrame(rows).to_markdown(index=False), "", "Notes:", ""]
     lines += [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
+    if figures:
+        lines += ["", "Headline figures no comparison here can test:", ""]
+        lines += [f"- {f.paper} ({f.table}{f', p. {f.page}' if f.page else ''}): {f.statement}. Not tested: {f.why}."
+                  for f in figures]
     lines += ["", f"![differences with their intervals]({header['png']})", ""]
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ class LabelContext:
         seed: the run's training seed.
         device: cpu, cuda or auto.
         progress: show progress bars.
+        cache: a folder for what a labeller keeps between runs (an API judge's requests).
     """
 
     load_generator: Callable[[], Any] | None = None
@@ -34,6 +35,7 @@ class LabelContext:
     seed: int = 42
     device: str = "auto"
     progress: bool = True
+    cache: Any = None
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Labeller(Component):
 
 
 def _builtins() -> None:
+    import dsgen.labelling.api_judge  # noqa: F401
     import dsgen.labelling.lm_judge  # noqa: F401
 
 

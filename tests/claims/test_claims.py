@@ -73,3 +73,15 @@ def test_the_report_header_follows_the_preset():
                                                                                      "sts16", "stsb", "sickr-test"]})
     assert "seeds [1, 2] (each its own data)" in diagonal and "DINO's Table 1 columns" in diagonal
     assert "| ± |" in two_level.replace("  ", " ") or "±" in two_level
+
+
+def test_figures_no_comparison_can_test_are_listed_with_why():
+    from dsgen.claims import load_figures
+
+    figures = load_figures(["sim-gpt", "e5"])
+    assert {f.paper for f in figures} == {"Sim-GPT", "E5"} and all(f.why for f in figures)
+    scores = {"a": runs([53.0, 55.0, 54.0]), "b": runs([50.0, 52.0, 51.0])}
+    text = claims_markdown(judge_all([claim()], scores), {m: 0.0 for m in scores},
+                           {"preset": "p", "encoders": ["e"], "png": "x.png", "runs": sorted(scores["a"]),
+                            "tasks": ["stsb"]}, figures=figures)
+    assert "Headline figures no comparison here can test" in text and "supervised SimCSE on NLI 82.52" in text

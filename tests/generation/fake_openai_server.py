@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 KNOWN_FIELDS = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
-                "n", "stop", "stream", "logprobs"}
+                "n", "stop", "stream", "logprobs", "top_logprobs"}
+DIGITS = [str(d) for d in range(6)]
 WORDS = ["a", "man", "woman", "cat", "dog", "plays", "reads", "guitar", "book", "park", "small", "red"]
 
 HTML = {"status": 200, "body": "<html><body>502 Bad Gateway</body></html>", "content_type": "text/html"}
@@ -39,6 +40,19 @@ def _sentence(h: int) -> str:
 
 def _triplet(h: int) -> str:
     return json.dumps({"S1": _sentence(h >> 8), "S2": _sentence(h >> 40), "S3": _sentence(h >> 72)})
+
+
+def digit_logprobs(what: Any) -> dict[str, float]:
+    """Log-probabilities of the answers "0" ... "5" (and a word) for a prompt: a judge's next token, as a
+    server that gives logprobs returns them; deterministic in the prompt."""
+    import math
+
+    h = _hash(what, "logprobs")
+    weights = [1 + (h >> (4 * i)) % 7 for i in range(len(DIGITS))]
+    total = sum(weights) + 2
+    out = {d: math.log(w / total) for d, w in zip(DIGITS, weights)}
+    out[" The"] = math.log(2 / total)
+    return out
 
 
 def completion_text(prompt: str, seed: Any) -> str:
@@ -79,10 +93,13 @@ class FakeOpenAIServer:
         hold_after: answer this many requests, then hold every further one until :meth:`release` and
             drop it unanswered.
         delay: seconds each completion takes (to see how many requests a client keeps in flight).
+        logprobs: answer a request's ``logprobs`` with the top log-probabilities of the next token
+            (False: ignore it, as ``transformers serve`` does).
     """
 
     def __init__(self, port: int = 0, script: list[dict[str, Any]] | None = None, die_after: int | None = None,
-                 hold_after: int | None = None, delay: float = 0.0) -> None:
+                 hold_after: int | None = None, delay: float = 0.0, logprobs: bool = True) -> None:
+        self.logprobs = logprobs
         self.script = list(script or [])
         self.die_after = die_after
         self.hold_after = hold_after
@@ -195,13 +212,19 @@ class FakeOpenAIServer:
                 time.sleep(server.delay)
                 with server.lock:
                     server.in_flight -= 1
+                top = digit_logprobs(what) if body.get("logprobs") and server.logprobs else None
                 if chat:
                     text = chat_text(body["messages"], body.get("seed"))
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    if top is not None:
+                        best = max(top, key=top.get)
+                        choice["logprobs"] = {"content": [{"token": best, "logprob": top[best], "top_logprobs": [
+                            {"token": t, "logprob": v} for t, v in top.items()]}]}
                     obj = "chat.completion"
                 else:
                     text = completion_text(body["prompt"], body.get("seed"))
-                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                    logprobs = {"tokens": [max(top, key=top.get)], "top_logprobs": [top]} if top is not None else None
+                    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
                     obj = "text_completion"
                 reply = {"id": f"fake-{len(server.bodies)}", "object": obj, "created": int(time.time()),
                          "model": body.get("model"), "choices": [choice],

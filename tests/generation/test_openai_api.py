@@ -472,3 +472,72 @@ def test_through_transformers_serve(transformers_server, tmp_path):
         assert out.read_bytes() == first[mode]
         assert meta(out)["stats"]["requests_made"] == 0 and meta(out)["stats"]["requests_cached"] == 18
     print(f"through transformers serve: {time.time() - started:.1f} s after the server was ready")
+
+
+def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, tiny_encoder_dir, sts_data_dir):
+    """`--generator openai:<model>` puts the API generator where a method has the debiased core: the plan
+    adapts the method's settings and says what an API cannot do (lambda 0 and why), the run keys and caches
+    the dataset like any other, and loads no local LM; a method that needs self-debiasing is refused."""
+    from dsgen.planning import Overrides, plan_run
+    from dsgen.presets import Preset
+    from dsgen.runner import Runner
+
+    preset = Preset(name="unit", seeds=[1], data_seed=3, inputs="stsb-train", max_inputs=4, tasks=["sts16"],
+                    generation={"per_label": 2}, training={"encoder": str(tiny_encoder_dir), "batch_size": 8,
+                                                          "device": "cpu", "contrastive": {"batch_size": 8}})
+    with FakeOpenAIServer() as srv:
+        ov = Overrides(generator="openai:fake-model", base_url=srv.url)
+        plan = plan_run("syncse-partial", preset, 1, ov)
+        assert plan.generator == "openai" and plan.generation.model == "fake-model" and plan.generation.mode == "chat"
+        assert plan.generation.top_p == 0.9 and plan.generation.per_label == 1  # the method's settings, adapted
+        assert plan.origins["generation"]["model"] == "command line" and plan.origins["generation"]["top_p"] == "method"
+        assert "self-debiasing off" in plan.notes["generation"]["sampling.decay_constant"]
+        assert plan.to_dict()["generator"] == "openai" and ("generation", "sampling.decay_constant") in {
+            (r[0], r[1]) for r in plan.rows()}
+        with pytest.raises(DsgenError, match="method 'dino' needs self-debiasing"):
+            plan_run("dino", preset, 1, ov)
+        runner = Runner(tmp_path / "runs", str(sts_data_dir), progress=False)
+        result = runner.run(plan)
+        assert result.extra["generated_pairs"] > 0 and result.extra["training"]["triplets"] > 0
+        sidecar = next((tmp_path / "runs" / "cache" / "datasets").glob("syncse-*.jsonl.meta.json"))
+        assert json.loads(sidecar.read_text())["self_debiasing"] == SELF_DEBIASING
+        asked = len(srv.bodies)
+        again = Runner(tmp_path / "runs", str(sts_data_dir), progress=False).run(plan_run("syncse-partial", preset, 1, ov))
+        assert len(srv.bodies) == asked and again.tasks == result.tasks  # a rerun asks nothing
+
+
+@pytest.mark.slow
+def test_dsgen_generate_and_a_method_through_transformers_serve(transformers_server, tmp_path, tiny_encoder_dir,
+                                                                 sts_data_dir):
+    """The command line end to end through a real server: `dsgen generate --generator openai:<model>` and
+    `dsgen run syncse-partial --generator openai:<model>` (the server's sampling switched on in the preset)."""
+    from tests.test_cli import dsgen
+
+    url, model, stop = transformers_server
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(INPUTS) + "\n")
+    out = tmp_path / "pairs.jsonl"
+    gen = dsgen("generate", "--inputs", str(inputs), "--generator", f"openai:{model}", "--base-url", url, "--decay", "0",
+                "--per-label", "1", "--max-new-tokens", "24", "--out", str(out), "--quiet")
+    assert gen.returncode == 0, gen.stderr
+    assert "openai generator" in gen.stdout and json.loads(out.with_name(out.name + ".meta.json").read_text())[
+        "stats"]["requests_made"] == 9
+    preset = tmp_path / "tiny.toml"
+    preset.write_text(f"""seeds = [1]
+data_seeds = [1]
+max_inputs = 3
+tasks = ["sts16"]
+[generation.openai]
+extra_body = {{generation_config = '{{"do_sample": true}}'}}
+[training]
+encoder = "{tiny_encoder_dir}"
+device = "cpu"
+[training.contrastive]
+batch_size = 4
+""")
+    run = dsgen("run", "syncse-partial", "--preset", str(preset), "--generator", f"openai:{model}", "--base-url", url,
+                "--out", str(tmp_path / "runs"), "--quiet", env={"DSGEN_DATA_DIR": str(sts_data_dir)})
+    assert run.returncode == 0, run.stderr + run.stdout
+    (result,) = (tmp_path / "runs" / "results").rglob("data-1-seed-1.json")
+    extra = json.loads(result.read_text())["extra"]
+    assert extra["plan"]["generator"] == "openai" and extra["generated_pairs"] > 0

@@ -98,3 +98,32 @@ def test_the_stage_runs_between_postprocessing_and_reweighting(tiny_lm_dir, tiny
     validation = read_pairs(runner.result_path(plan).with_suffix(".validation.jsonl"))
     assert validation and all("judge_score" in p.extra for p in validation)
     assert "lm-judge" in LABELLERS
+
+
+def test_the_api_judge_reads_the_servers_first_token_logprobs(tmp_path):
+    """The same judgement through an OpenAI-compatible endpoint (a scripted one on 127.0.0.1): the expected
+    digit from the answer's top log-probabilities, every request cached (a rerun asks nothing), and a server
+    that returns none is a one-line error."""
+    import math
+
+    from dsgen.labelling.api_judge import ApiJudge, ApiJudgeConfig
+    from tests.generation.fake_openai_server import FakeOpenAIServer, digit_logprobs
+
+    for chat in (False, True):
+        with FakeOpenAIServer() as srv:
+            judge_ = ApiJudge(ApiJudgeConfig(model="m", base_url=srv.url, chat=chat, max_retries=0))
+            ctx = LabelContext(progress=False, cache=tmp_path / f"cache-{chat}")
+            out, summary = judge_.apply(PAIRS, ctx)
+            cfg = judge_.config
+            prompt = cfg.prompt.format(x1=PAIRS[0].text_a, x2=PAIRS[0].text_b)
+            what = [{"role": "user", "content": prompt}] if chat else prompt + cfg.answer_prefix
+            top = digit_logprobs(what)
+            digits = {int(t): math.exp(v) for t, v in top.items() if t.strip().isdigit()}
+            expected = sum(d * p for d, p in digits.items()) / sum(digits.values()) / 5
+            assert out[0].label == pytest.approx(expected, abs=1e-6) and summary["requests_made"] == 3
+            again, summary = judge_.apply(PAIRS, ctx)
+            assert [p.label for p in again] == [p.label for p in out] and summary["requests_made"] == 0
+    with FakeOpenAIServer(logprobs=False) as srv:
+        with pytest.raises(DsgenError, match="returned no log-probabilities"):
+            ApiJudge(ApiJudgeConfig(model="m", base_url=srv.url, max_retries=0)).apply(
+                PAIRS, LabelContext(progress=False, cache=tmp_path / "none"))
