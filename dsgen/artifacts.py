@@ -161,8 +161,30 @@ def file_hash(path: str | Path, length: int = 16) -> str:
     return digest.hexdigest()[:length]
 
 
+def git_commit() -> str | None:
+    """The commit of the checkout dsgen runs from (None when installed from a package); read once per process."""
+    global _COMMIT
+    if _COMMIT == "":
+        import subprocess
+
+        root = Path(__file__).resolve().parents[1]
+        _COMMIT = None
+        if (root / ".git").exists():
+            try:
+                out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                     timeout=10)
+                _COMMIT = (out.stdout.strip() or None) if out.returncode == 0 else None
+            except (OSError, subprocess.SubprocessError):
+                _COMMIT = None
+    return _COMMIT
+
+
+_COMMIT: str | None = ""
+
+
 def package_versions() -> dict[str, str]:
-    """Versions of the packages that determine results, for sidecars and result files."""
+    """Versions of the packages that determine results, for sidecars and result files (and the git
+    commit of a checkout dsgen runs from)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -171,6 +193,9 @@ def package_versions() -> dict[str, str]:
             out[name] = version(name)
         except PackageNotFoundError:
             pass
+    commit = git_commit()
+    if commit:
+        out["dsgen_git_commit"] = commit
     return out
 
 

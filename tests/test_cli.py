@@ -226,7 +226,8 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
 
     tidy = pd.read_csv(md.with_suffix("").with_suffix(".long.csv"))  # one row per (method, variant, run, task, metric)
     assert set(tidy["method"]) == {"dino", "rise", "base"} and set(tidy["seed"]) == {1, 2}
-    assert {"variant", "data_seed", "task", "metric", "value", "learning_rate", "encoder"} <= set(tidy.columns)
+    assert {"variant", "data_seed", "task", "metric", "value", "learning_rate", "encoder", "run_key", "dsgen_version",
+            "git_commit"} <= set(tidy.columns) and tidy["git_commit"].notna().all()  # where each row came from
     one = tidy[(tidy["method"] == "dino") & (tidy["seed"] == 1) & (tidy["task"] == "sts16")]
     assert set(one["metric"]) == {"spearman", "pearson", "euclidean_spearman", "euclidean_pearson",
                                   "manhattan_spearman", "manhattan_pearson"} and one["variant"].notna().all()

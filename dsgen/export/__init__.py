@@ -15,24 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dsgen.errors import DsgenError
-
-
-def git_commit() -> str | None:
-    """The commit of the checkout dsgen runs from (None when installed from a package)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def provenance(**extra: Any) -> dict[str, Any]:
@@ -44,6 +31,8 @@ def provenance(**extra: Any) -> dict[str, Any]:
         dsgen_version = version("dsgen")
     except PackageNotFoundError:
         dsgen_version = "unknown"
+    from dsgen.artifacts import git_commit
+
     return {"dsgen_version": dsgen_version, "git_commit": git_commit(), **{k: v for k, v in extra.items() if v is not None}}
 
 
@@ -89,4 +78,4 @@ def staged_folder(target: Path) -> Iterator[Path]:
         stage.rename(target)
 
 
-__all__ = ["check_target_folder", "git_commit", "provenance", "staged_folder"]
+__all__ = ["check_target_folder", "provenance", "staged_folder"]
