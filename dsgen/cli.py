@@ -152,7 +152,7 @@ def generate(
     load_task_spec(cfg.task, with_inputs=inputs is not None)  # validate before loading anything heavy
     if ov.api_model is not None:  # the same settings, through an OpenAI-compatible endpoint
         cls = GENERATORS.get("openai")
-        settings, _ = cls.adapt(cfg, "generate")
+        settings, _ = cls.adapt(cfg, "these settings")
         cfg = cls.config_class.from_dict({**settings, "model": ov.api_model, "base_url": base_url or ""}).check()
     check_writable_target(out)
     texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.models import (T5_PREFIX, CausalEncoderSpec, encoder_path, hub_source, lm_source, model_fingerprint,
+from dsgen.models import (T5_PREFIX, CausalEncoderSpec, encoder_path, hub_revision, lm_source, model_fingerprint,
                           parse_encoder_spec, resolve_device, stats_sentences)
 
 _STATS: dict[str, Any] = {}  # statistics per (spec, base fingerprint, sentences) for this process
@@ -41,12 +41,13 @@ def build_encoder(spec: CausalEncoderSpec, device: str) -> Any:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-    source, _, local_only = lm_source(spec.base)
-    config = {"num_hidden_layers": spec.layers} if spec.layers else {}
+    source, _, local_only, revision = lm_source(spec.base)
+    config = {"num_hidden_layers": spec.layers, "revision": revision} if spec.layers else {"revision": revision}
     try:
         # Text only: otherwise sentence-transformers wraps every sentence in an instruct model's chat template.
-        transformer = Transformer(source, config_kwargs=config, model_kwargs={"dtype": torch.float32}, max_seq_length=128,
-                                  processor_kwargs={"local_files_only": local_only},
+        transformer = Transformer(source, config_kwargs=config, model_kwargs={"dtype": torch.float32, "revision": revision},
+                                  max_seq_length=128,
+                                  processor_kwargs={"local_files_only": local_only, "revision": revision},
                                   modality_config={"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
                                   module_output_name="token_embeddings")
     except (OSError, ValueError) as exc:
@@ -176,12 +177,11 @@ def build_t5_encoder(name: str, device: str, max_seq_length: int = 64) -> Any:
     from sentence_transformers import SentenceTransformer
 
     path = encoder_path(name[len(T5_PREFIX):])
-    local_only = hub_source(path, "encoder")[1] if not __import__("pathlib").Path(path).is_dir() else True
+    revision, local_only = (None, True) if __import__("pathlib").Path(path).is_dir() else hub_revision(path, "encoder")
+    pinned = {"local_files_only": local_only, "revision": revision}
     try:
-        module = T5FirstDecoderState(path, max_seq_length=max_seq_length,
-                                     model_kwargs={"local_files_only": local_only},
-                                     processor_kwargs={"local_files_only": local_only},
-                                     config_kwargs={"local_files_only": local_only})
+        module = T5FirstDecoderState(path, max_seq_length=max_seq_length, model_kwargs=pinned, processor_kwargs=pinned,
+                                     config_kwargs=pinned)
     except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load T5 encoder '{name}': {str(exc).splitlines()[0]}") from None
     return SentenceTransformer(modules=[module], device=device)
@@ -211,8 +211,8 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
         if name.startswith(T5_PREFIX):
             return build_t5_encoder(name, device)
         path = encoder_path(name)
-        local_only = Path(path).is_dir() or hub_source(path, "encoder")[1]
+        revision, local_only = (None, True) if Path(path).is_dir() else hub_revision(path, "encoder")
         try:
-            return SentenceTransformer(path, device=device, local_files_only=local_only)
+            return SentenceTransformer(path, device=device, local_files_only=local_only, revision=revision)
         except (OSError, ValueError) as exc:
             raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

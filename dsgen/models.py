@@ -320,10 +320,18 @@ def model_fingerprint(name: str) -> dict[str, Any]:
                 st = f.stat()
                 files.append([str(f.relative_to(path)), st.st_size, st.st_mtime_ns])
         return {"model": path.name, "files": files}
-    revision = _hub_cached_revision(name)
-    if revision is None:  # not downloaded yet: the commit it will load, resolved now (or a one-line error)
-        revision, _ = hub_source(name, "model")
-    return {"model": name, "revision": revision}
+    return {"model": name, "revision": hub_revision(name, "model")[0]}
+
+
+def hub_revision(name: str, what: str) -> tuple[str | None, bool]:
+    """(commit, local files only) a Hub model is loaded at, the commit its fingerprint names: the cached
+    snapshot's when there is one (loaded from it), else the commit the Hub serves now (one request;
+    downloaded at that commit; offline, a one-line error). Loading pinned to it, the weights used are the
+    weights keyed, even after the repository moves on."""
+    cached = _hub_cached_revision(name)
+    if cached is not None:
+        return cached, True
+    return hub_source(name, what)
 
 
 # -- causal LMs -----------------------------------------------------------------------------------
@@ -441,16 +449,17 @@ def dequantised_checkpoint(gguf: Path) -> tuple[Path, bool]:
     return target, False
 
 
-def lm_source(name: str) -> tuple[str, bool, bool]:
-    """(directory or id to load from, dequantised-cache hit, local files only) of a causal LM name."""
+def lm_source(name: str) -> tuple[str, bool, bool, str | None]:
+    """(directory or id to load from, dequantised-cache hit, local files only, the Hub commit to load: None for
+    local files) of a causal LM name."""
     gguf = gguf_path_for(name)
     if gguf is not None:
         source_dir, hit = dequantised_checkpoint(gguf)
-        return str(source_dir), hit, True
+        return str(source_dir), hit, True, None
     if Path(name).is_dir():
-        return name, False, True
-    _, local_only = hub_source(name, "generator")
-    return name, False, local_only
+        return name, False, True, None
+    revision, local_only = hub_revision(name, "generator")
+    return name, False, local_only, revision
 
 
 def check_lm_name(name: str) -> None:
@@ -466,10 +475,11 @@ def load_causal_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str 
     start = time.perf_counter()
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
-    source_dir, from_cache, local_only = lm_source(name)
+    source_dir, from_cache, local_only, revision = lm_source(name)
     try:
-        tok = AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(source_dir, dtype=torch_dtype, local_files_only=local_only)
+        tok = AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only, revision=revision)
+        model = AutoModelForCausalLM.from_pretrained(source_dir, dtype=torch_dtype, local_files_only=local_only,
+                                                     revision=revision)
     except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load generator '{name}': {str(exc).splitlines()[0]}") from None
     model.to(device).eval()
@@ -485,9 +495,9 @@ def load_tokenizer(name: str) -> Any:
 
     if name in _LMS_BY_NAME:
         return _LMS_BY_NAME[name].tokenizer
-    source_dir, _, local_only = lm_source(name)
+    source_dir, _, local_only, revision = lm_source(name)
     try:
-        return AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only)
+        return AutoTokenizer.from_pretrained(source_dir, local_files_only=local_only, revision=revision)
     except (OSError, ValueError) as exc:
         raise DsgenError(f"cannot load the tokenizer of '{name}': {str(exc).splitlines()[0]}") from None
 

@@ -268,7 +268,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
                 return cfg, origins
             # the method's settings for the core, as the API generator's (a method needing self-debiasing is refused)
             api_cls = GENERATORS.get("openai")
-            settings, plan.notes["generation"] = api_cls.adapt(cfg, method.name)
+            settings, notes = api_cls.adapt(cfg, f"method '{method.name}'")
+            plan.notes["x1_generation" if extra_preset else "generation"] = notes
             own = preset.generation.get("openai") if isinstance(preset.generation.get("openai"), dict) else {}
             acfg, aorigins = resolve(api_cls.config_class, [
                 ("method", settings), ("preset", own),
@@ -300,6 +301,12 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
             ("preset", _known(preset.reweighting, cls.config_class, method.reweighter)), ("method", method.reweighter_config),
             ("command line", ov.layer("reweighting", cls.config_class))])
         plan.reweighter = cls(cfg)
+    if plan.generator == "openai":
+        for stage in (plan.labeller, plan.reweighter):
+            if stage is not None and stage.needs_generator_lm():
+                raise DsgenError(f"method '{method.name}' has its {stage.kind} {stage.name} judge with the run's generator "
+                                 "LM, which is an API here; set its model (scorer) to a local LM, or use a local "
+                                 "generator")
     if method.trainer:
         cls = TRAINERS.get(method.trainer)
         cfg, plan.origins["trainer"] = resolve(cls.config_class, [

@@ -131,6 +131,7 @@ class Runner:
         and the evaluation data's key."""
         from dsgen.data.sts import using_data_dir
         from dsgen.identity import run_key, stage_identity, texts_key
+        from dsgen.training.fit import selection_data_key
         from dsgen.models import model_fingerprint
         from dsgen.reweighting.base import source_texts
 
@@ -144,6 +145,8 @@ class Runner:
             sources = {}
             if plan.reweighter is not None and plan.reweighter.reads_source():
                 sources["reweighter"] = texts_key(source_texts(plan.preset.inputs, self.data_dir))
+            if plan.trainer is not None and getattr(plan.trainer.config, "selection_data", None) == "stsb-dev":
+                sources["selection"] = selection_data_key(self.data_dir)  # the checkpoint is chosen on these pairs
             models = {m: model_fingerprint(m) for m in plan.models()}
             seeds = {"data": plan.run[0] if plan.generation is not None else None,
                      "train": plan.seed if plan.uses_seed else None}

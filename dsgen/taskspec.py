@@ -187,25 +187,32 @@ class TaskSpec:
         return MASKED.sub(lambda m: mask_words(x1, float(m.group(1))), template).replace(PLACEHOLDER, x1)
 
     def turns(self, label: str, x1: str | None) -> tuple[list[dict[str, str]], str]:
-        """A chat spec's messages (system, user) and the text that opens the assistant's turn."""
-        user, _, opening = self.instruction(label, x1).rpartition("\n")
+        """The chat messages (the system message, the user's turn) and the text that opens the assistant's
+        turn: the instruction split at its last line break (without one, all of it is the user's turn)."""
+        instruction = self.instruction(label, x1)
+        user, sep, opening = instruction.rpartition("\n")
+        user, opening = (user, opening) if sep else (instruction, "")
         messages = ([{"role": "system", "content": self.system}] if self.system else [])
         return messages + [{"role": "user", "content": user}], opening
+
+    def render(self, tokenizer: Any, messages: list[dict[str, str]], opening: str) -> str:
+        """Chat ``messages`` through ``tokenizer``'s template, the assistant's turn opened with ``opening`` (a
+        BOS the template writes is dropped where the tokenizer adds its own): what a chat model continues."""
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise DsgenError(f"task spec {self.source or self.name} asks for a chat template, which the model's "
+                             "tokenizer does not have; use an instruction-tuned model, or no chat template")
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        bos = getattr(tokenizer, "bos_token", None)
+        if bos and text.startswith(bos) and _adds_bos(tokenizer):
+            text = text[len(bos):]  # the tokenizer adds it again when the prompt is tokenised
+        return text + opening
 
     def prompt(self, label: str, x1: str | None, tokenizer: Any = None) -> str:
         """The text the model continues: the instruction, or for a chat spec the tokenizer's chat template
         of its turns followed by the opening of the assistant's answer."""
         if not self.chat:
             return self.instruction(label, x1)
-        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-            raise DsgenError(f"task spec {self.source or self.name} asks for a chat template, which the generator's "
-                             "tokenizer does not have; use an instruction-tuned model or a spec without \"chat\"")
-        messages, opening = self.turns(label, x1)
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        bos = getattr(tokenizer, "bos_token", None)
-        if bos and text.startswith(bos) and _adds_bos(tokenizer):
-            text = text[len(bos):]  # the tokenizer adds it again when the prompt is tokenised
-        return text + opening
+        return self.render(tokenizer, *self.turns(label, x1))
 
     def without_counter_labels(self) -> "TaskSpec":
         return TaskSpec(self.name, dict(self.instructions), {k: () for k in self.instructions},

@@ -11,8 +11,11 @@ smoothing 0.2 applied to the score, random pairs at 0 unsmoothed. Training (``ru
 regression, batch 32, lr 2e-5, 3 epochs, STSb dev selection every 125 steps.
 
 Departures: the judge reads the expected digit of a 0-5 score at its answer's first position (CLAIF asks
-for 0.0-1.0 and parses the first number of a sampled answer with its reason); the same LM generates and
-judges (CLAIF: text-davinci-003 for both, so the same); at most 40 tokens per rewrite (256 there).
+for 0.0-1.0 and parses the first number of a sampled answer with its reason); every input's rate 0.0 uses
+the paraphrase prompt (CLAIF's ``first_no_mask`` gives it to the first sentence of each API batch only, the
+others a "Replace all <mask> tokens" prompt with nothing masked); words are split on whitespace (CLAIF
+splits on single spaces); at most 40 tokens per rewrite (256 there). The same LM generates and judges, as
+in CLAIF (text-davinci-003 for both).
 """
 
 from dsgen.method import Method, register_method

@@ -33,7 +33,7 @@ def tree(root: Path) -> set[str]:
 
 BAD_INPUTS = [
     (["plan", "dino", "--preset", "smoke", "--generator", "openai:some-model"], "method 'dino' needs self-debiasing"),
-    (["generate", "--inputs", "in.txt", "--generator", "openai:m", "--out", "o/o.jsonl"], "needs self-debiasing"),
+    (["generate", "--inputs", "in.txt", "--generator", "openai:m", "--out", "o/o.jsonl"], "settings need self-debiasing"),
     (["plan", "dino-decay0", "--preset", "smoke", "--base-url", "http://127.0.0.1:1/v1"], "--base-url goes with"),
     (["plan", "dino-decay0", "--preset", "smoke", "--generator", "openai:"], "needs the model the endpoint serves"),
     (["generate", "--inputs", "in.txt", "--out", "/proc/nope/o.jsonl"], "cannot write /proc/nope/o.jsonl"),

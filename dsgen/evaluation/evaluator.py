@@ -199,20 +199,3 @@ class StsEvaluator:
                       timings={"load_seconds": round(load_s, 2), "encode_and_score_seconds": round(encode_s, 2),
                                "sentences_encoded": n_encoded,
                                "sentences_per_second": round(n_encoded / max(encode_s, 1e-9), 1)})
-
-
-def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: list[float], selection: str = "max",
-                         name: str = "validation") -> tuple[Any, str]:
-    """Spearman on a held-out split of generated pairs, for model selection during training; returns
-    the evaluator and the name of the metric to select by.
-
-    ``selection="max"``: the best of the cosine, Euclidean, Manhattan and dot-product Spearman, as
-    sentence-transformers 0.4 (DINO's and RISE's code) scored; ``"cosine"``: cosine only. This is
-    sentence-transformers' ``EmbeddingSimilarityEvaluator``.
-    """
-    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
-
-    fns = ["cosine", "euclidean", "manhattan", "dot"] if selection == "max" else ["cosine"]
-    evaluator = EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, similarity_fn_names=fns, name=name,
-                                             show_progress_bar=False, write_csv=False)
-    return evaluator, f"eval_{name}_spearman_{selection}"

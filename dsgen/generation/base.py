@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from dsgen.component import Component
-from dsgen.data.pairs import Pair
+from dsgen.data.pairs import Pair, parse_label
 
 
 @dataclass
@@ -78,3 +78,29 @@ class Generator(Component):
         from dsgen.identity import dataset_key, texts_key
 
         return dataset_key(self.name, self.version, self.get_config_dict(), texts_key(inputs))
+
+
+class PairCollector:
+    """Accepted outputs -> pairs, as every generator makes them: DINO's (x1, text, label), or for a structured
+    output one pair per field its spec pairs; repeated (x1, x2, y) counted and dropped when ``remove_duplicates``."""
+
+    def __init__(self, output: Any, with_inputs: bool, remove_duplicates: bool = True) -> None:
+        self.output, self.with_inputs, self.remove_duplicates = output, with_inputs, remove_duplicates
+        self.pairs: list[Pair] = []
+        self.duplicates = 0
+        self._seen: set[tuple] = set()
+
+    def add(self, x1: str | None, label: str, text: str, extra: dict[str, Any]) -> None:
+        if self.output is not None and self.output.structured:
+            made = [Pair(a, b, parse_label(lab), extra={**extra, "prompt_label": label})
+                    for a, b, lab in self.output.pair_texts(x1, text)]
+        else:
+            made = [Pair(x1, text, parse_label(label), extra=extra) if self.with_inputs  # type: ignore[arg-type]
+                    else Pair(text, None, parse_label(label), extra=extra)]
+        for pair in made:
+            if self.remove_duplicates:
+                if pair.key() in self._seen:
+                    self.duplicates += 1
+                    continue
+                self._seen.add(pair.key())
+            self.pairs.append(pair)

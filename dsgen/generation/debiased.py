@@ -22,10 +22,10 @@ from typing import Any
 from dsgen import citations
 from dsgen.artifacts import ensure_writable_dir, write_sidecar
 from dsgen.config import Config
-from dsgen.data.pairs import Pair, parse_label, write_pairs
+from dsgen.data.pairs import Pair, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.base import GenerationContext, Generator
+from dsgen.generation.base import GenerationContext, Generator, PairCollector
 from dsgen.generation.chunks import Chunk, ChunkItem, ChunkStore, chunk_seed
 from dsgen.generation.decoding import DecodeRequest, SamplingConfig
 from dsgen.taskspec import TaskSpec, load_task_spec
@@ -175,9 +175,14 @@ class DebiasedGenerator(Generator):
                 for ci, s in enumerate(starts)]
 
     def sampling(self, spec: TaskSpec) -> SamplingConfig:
-        if spec.needs_inputs:
-            return self.config.sampling
-        return self.config.sampling.replace(top_k=self.config.top_k_without_inputs)
+        """The task's decoding settings: x1 from scratch with ``top_k_without_inputs``; a structured answer
+        may end with the model's end of turn (DINO's quoted outputs never sample it)."""
+        sampling = self.config.sampling
+        if not spec.needs_inputs:
+            sampling = sampling.replace(top_k=self.config.top_k_without_inputs)
+        if spec.output.structured:
+            sampling = sampling.replace(suppress_eos=False)
+        return sampling
 
     def decoder_spec(self, spec: TaskSpec) -> Any:
         from dsgen.generation.backends import DecoderSpec
@@ -243,11 +248,9 @@ class DebiasedGenerator(Generator):
         output gives one pair per field its spec pairs), and the counts: sampled, accepted, tokens, and the
         rejected outputs by reason (``rejected_unclosed``: no end mark; ``rejected_empty``;
         ``rejected_newline``; ``rejected_unparsed``: a structured output without all its fields)."""
-        pairs: list[Pair] = []
-        seen: set[tuple] = set()
         stats = {"sampled": 0, "accepted": 0, "tokens": 0, "rejected_unclosed": 0, "rejected_empty": 0,
                  "rejected_newline": 0, "rejected_unparsed": 0, "duplicates": 0}
-        output = spec.output if spec is not None else None
+        collect = PairCollector(spec.output if spec is not None else None, with_inputs, self.config.remove_duplicates)
         for chunk in chunks:
             for row in store.read(chunk.index):
                 stats["sampled"] += 1
@@ -256,18 +259,6 @@ class DebiasedGenerator(Generator):
                     stats[f"rejected_{row['rejected']}"] += 1
                     continue
                 stats["accepted"] += 1
-                extra = {"attempt": row["attempt"]}
-                if output is not None and output.structured:
-                    made = [Pair(a, b, parse_label(lab), extra={**extra, "prompt_label": row["label"]})
-                            for a, b, lab in output.pair_texts(row["x1"], row["text"])]
-                else:
-                    made = [Pair(row["x1"], row["text"], parse_label(row["label"]), extra=extra) if with_inputs
-                            else Pair(row["text"], None, parse_label(row["label"]), extra=extra)]
-                for pair in made:
-                    if self.config.remove_duplicates:
-                        if pair.key() in seen:
-                            stats["duplicates"] += 1
-                            continue
-                        seen.add(pair.key())
-                    pairs.append(pair)
-        return pairs, stats
+                collect.add(row["x1"], row["label"], row["text"], {"attempt": row["attempt"]})
+        stats["duplicates"] = collect.duplicates
+        return collect.pairs, stats

@@ -552,9 +552,11 @@ class _Schedule:
                 continue
             raw = rules.decode(g.tokens)
             last = g.tokens[-1]
-            if (at_limit or rules.close_quote in raw
-                    or (not sampling.suppress_eos and bool(rules.end_tokens[last]))
+            eos = not sampling.suppress_eos and bool(rules.end_tokens[last])
+            if (at_limit or rules.close_quote in raw or eos
                     or (dec.newline_stops and "\n" in raw)):
+                if eos and rules.output.structured and rules.close_quote not in raw:
+                    raw += rules.close_quote  # a structured answer ends with the model's end of turn, as through an API
                 self._finish(g, raw)
                 ended.append(g)
                 self.budget -= len(g.prompts)

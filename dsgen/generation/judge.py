@@ -66,10 +66,25 @@ def option_ids(tokenizer: Any, options: Sequence[Sequence[str]]) -> list[list[in
     return ids
 
 
+def answer_lead(tokenizer: Any, options: Sequence[Sequence[str]]) -> str:
+    """The text a model writes before an answer when its tokenizer spells every answer's spaced form as a
+    separate space token and the answer (SmolLM2: ``" 4"`` is ``" "`` + ``"4"``): appended to a prompt, it
+    puts the answer where the model writes it, instead of reading an unspaced digit right after a word."""
+    firsts = set()
+    for words in options:
+        for w in (w for w in words if w.startswith(" ")):
+            ids = tokenizer.encode(w, add_special_tokens=False)
+            if len(ids) < 2:
+                return ""  # the spaced answer is one token: read it as it is
+            firsts.add(ids[0])
+    return tokenizer.decode(list(firsts)) if len(firsts) == 1 else ""
+
+
 def option_probabilities(lm: Any, prompts: Sequence[str], options: Sequence[Sequence[str]], batch_size: int = 32,
                          progress: Callable[[int], Any] | None = None) -> Any:
     """``[len(prompts), len(options)]``: the probability of each answer at the next position of each prompt,
-    normalised over the answers (each answer's spellings summed)."""
+    normalised over the answers (each answer's spellings summed). Where the tokenizer writes a space token
+    before the answers (:func:`answer_lead`), a prompt that does not end in whitespace gets it first."""
     import numpy as np
     import torch
 
@@ -77,6 +92,8 @@ def option_probabilities(lm: Any, prompts: Sequence[str], options: Sequence[Sequ
 
     tok, model = lm.tokenizer, lm.model
     groups = option_ids(tok, options)
+    lead = answer_lead(tok, options)
+    prompts = [p if not lead or p[-1:].isspace() else p + lead for p in prompts]
     ids = tokenize(tok, list(prompts)) if prompts else []
     order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
     out = np.zeros((len(ids), len(groups)))

@@ -67,10 +67,10 @@ from typing import Any, Callable
 
 from dsgen.artifacts import ensure_writable_dir, stable_hash, write_json, write_sidecar
 from dsgen.config import Config
-from dsgen.data.pairs import Pair, parse_label, write_pairs
+from dsgen.data.pairs import Pair, write_pairs
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.base import GenerationContext, Generator
+from dsgen.generation.base import GenerationContext, Generator, PairCollector
 from dsgen.taskspec import FORMATS, OutputFormat, TaskSpec, load_task_spec
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -164,13 +164,6 @@ def opening_mark(spec: TaskSpec) -> str:
     """What every instruction of ``spec`` ends with: its opening quote, or a structured output's opening
     (``{``, ``1. ``)."""
     return FORMATS[spec.output.kind][0] if spec.output.structured else next(iter(spec.instructions.values()))[-1]
-
-
-def split_instruction(instruction: str) -> tuple[str, str]:
-    """(user message, start of the answer): an instruction split at its last line break (no line
-    break: all of it is the message)."""
-    user, sep, lead = instruction.rpartition("\n")
-    return (user, lead) if sep else (instruction, "")
 
 
 def parse_chat_reply(reply: str, lead: str, output: OutputFormat | None = None, opening: str = '"',
@@ -289,7 +282,7 @@ class OpenAIGenerator(Generator):
     SAMPLING = {"top_p": "top_p", "max_new_tokens": "max_tokens", "temperature": "temperature"}
 
     @classmethod
-    def adapt(cls, core: Any, method: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+    def adapt(cls, core: Any, what: str = "these settings") -> tuple[dict[str, Any], dict[str, str]]:
         """A method's generation settings for the debiased core (a resolved ``GenerationConfig``) as this
         generator's, and notes on what an API cannot do (for ``dsgen plan``). A method that needs
         self-debiasing (lambda > 0 against counter-instructions) is refused with one line: an API returns
@@ -297,19 +290,27 @@ class OpenAIGenerator(Generator):
         spec = load_task_spec(core.task)
         debiased = core.counter_labels and core.sampling.decay_constant > 0 and any(spec.counter_labels.values())
         if debiased:
-            raise DsgenError(f"method '{method}' needs self-debiasing (lambda {core.sampling.decay_constant:g} against "
-                             "its counter-instructions), which an OpenAI-compatible API cannot apply (it gives no "
-                             "access to the counter rows); use a local generator, or a method without it "
-                             "(e.g. dino-decay0)")
+            hint = ("use a local generator, or a method without it (e.g. dino-decay0)" if what.startswith("method")
+                    else "use a local generator, or --decay 0 or --no-counter-labels")
+            raise DsgenError(f"{what} need{'s' if what.startswith('method') else ''} self-debiasing (lambda "
+                             f"{core.sampling.decay_constant:g} against counter-instructions), which an "
+                             f"OpenAI-compatible API cannot apply (it gives no access to the counter rows); {hint}")
         settings = {k: getattr(core, k) for k in cls.SAME}
         settings.update({ours: getattr(core.sampling, theirs) for theirs, ours in cls.SAMPLING.items()})
         settings["mode"] = "chat" if spec.chat else "completions"
         notes = {"sampling.decay_constant": "0 (self-debiasing off: an API gives no access to the counter rows)"}
-        if core.sampling.top_k:
+        if core.sampling.top_k == 1:
+            settings["temperature"] = 0.0  # greedy, as top-k 1 is
+            notes["sampling.top_k"] = "1: greedy, as temperature 0"
+        elif core.sampling.top_k:
             notes["sampling.top_k"] = f"{core.sampling.top_k} not applied (the OpenAI API has no top-k; vLLM and "\
                                       "llama.cpp take one in extra_body)"
         if core.max_attempts > 1:
             notes["max_attempts"] = f"{core.max_attempts}: one try per sample (no retry of rejected outputs)"
+        if not core.sampling.suppress_eos:
+            notes["sampling.suppress_eos"] = "False: the server decides when an answer ends"
+        if not spec.needs_inputs and core.top_k_without_inputs:
+            notes["top_k_without_inputs"] = f"{core.top_k_without_inputs} not applied (no top-k)"
         return settings, notes
 
     # -- settings ------------------------------------------------------------------------------
@@ -322,6 +323,13 @@ class OpenAIGenerator(Generator):
     @property
     def endpoint(self) -> str:
         return f"{self.base_url}/{MODES[self.config.mode]}"
+
+    # how requests travel, not what they ask: left out of the dataset key, so that a run resumed with other
+    # settings of these (fewer requests in flight after 429s) reuses every cached answer
+    TRANSPORT = ("concurrency", "timeout", "max_retries", "api_key_env", "chunk_inputs")
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.config.to_dict().items() if k not in self.TRANSPORT}
 
     def needs_inputs(self) -> bool:
         return load_task_spec(self.config.task).needs_inputs
@@ -340,7 +348,7 @@ class OpenAIGenerator(Generator):
         return dataset_key(self.name, self.version, self.get_config_dict(), texts_key(inputs), spec.to_dict(),
                            {"api": self.base_url, "model": self.config.model})
 
-    def _api_key(self) -> str:
+    def api_key(self) -> str:
         key = os.environ.get(self.config.api_key_env, "")
         if not key and self.base_url == DEFAULT_BASE_URL:
             raise DsgenError(f"the openai generator needs an API key for {DEFAULT_BASE_URL}: set the environment "
@@ -353,18 +361,15 @@ class OpenAIGenerator(Generator):
         from dsgen.identity import request_key
 
         cfg = self.config
-        system = spec.system
         sampling = {"max_tokens": cfg.max_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p, **cfg.extra_body}
 
         def sample(x1: str | None, label: str, index: int) -> Sample:
-            instruction = spec.instruction(label, x1)
             if cfg.mode == "chat":
-                user, lead = split_instruction(instruction)
-                messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+                messages, lead = spec.turns(label, x1)  # the split a local chat template gets (TaskSpec.turns)
                 body = {"model": cfg.model, "messages": messages, **sampling,
                         "seed": sample_seed(cfg.seed, messages, index)}
             else:
-                lead = ""
+                lead, instruction = "", spec.instruction(label, x1)
                 body = {"model": cfg.model, "prompt": instruction, **sampling,
                         "seed": sample_seed(cfg.seed, instruction, index)}
             return Sample(x1, label, index, body, request_key(cfg.mode, self.base_url, cfg.model, body), lead)
@@ -384,7 +389,7 @@ class OpenAIGenerator(Generator):
         spec = self.spec(with_inputs=inputs is not None)
         samples = self.samples(spec, inputs)
         key = self.dataset_key(inputs)
-        api_key = self._api_key()
+        api_key = self.api_key()
         ensure_writable_dir(out.parent)
         cache = RequestCache(out)
         if not resume:
@@ -405,7 +410,7 @@ class OpenAIGenerator(Generator):
                           unit="requests", enabled=progress) as advance:
             advance(len(records))
             per_input = len(spec.labels) * (cfg.per_label if inputs is not None else 1)
-            self._run(list(todo.values()), api_key, cache, records, counts, advance, per_input)
+            self.run_requests(list(todo.values()), api_key, cache, records, counts, advance, per_input)
 
         pairs, stats = self._assemble(samples, records, spec, inputs is not None)
         stats.update(counts)
@@ -421,7 +426,7 @@ class OpenAIGenerator(Generator):
         write_pairs(out, pairs)  # last: the pairs file appearing is what marks the run complete
         return pairs
 
-    def _run(self, todo: list[Sample], api_key: str, cache: RequestCache, records: dict[str, dict[str, Any]],
+    def run_requests(self, todo: list[Sample], api_key: str, cache: RequestCache, records: dict[str, dict[str, Any]],
              counts: dict[str, int], advance: Callable[..., None], per_input: int) -> None:
         """Ask for ``todo`` with ``concurrency`` requests in flight, queued ``chunk_inputs`` inputs at a time;
         each answer is cached as it arrives. The first fatal error stops the run: queued requests are
@@ -443,7 +448,11 @@ class OpenAIGenerator(Generator):
                 return  # queued behind a failure: not sent
             try:
                 record, retries = self._request(client, sample, abort)
-                cache.put(sample.key, record)
+                try:
+                    cache.put(sample.key, record)
+                except OSError as err:
+                    raise DsgenError(f"openai generator: cannot write {cache.path(sample.key)} ({err.strerror}); "
+                                     "free some space or choose another --out") from None
             except BaseException as exc:
                 with lock:
                     if not abort.is_set():
@@ -551,8 +560,7 @@ class OpenAIGenerator(Generator):
         output, opening = spec.output, opening_mark(spec)
         stats = {"sampled": 0, "accepted": 0, "accepted_unquoted": 0,
                  **{f"rejected_{r}": 0 for r in REJECTIONS}, "duplicates": 0}
-        pairs: list[Pair] = []
-        seen: set[tuple] = set()
+        collect = PairCollector(output, with_inputs, cfg.remove_duplicates)
         for s in samples:
             raw = records[s.key]["text"]
             stats["sampled"] += 1
@@ -566,21 +574,9 @@ class OpenAIGenerator(Generator):
                 continue
             stats["accepted"] += 1
             stats["accepted_unquoted"] += int(unquoted)
-            extra = {"sample": s.index}
-            if output.structured:
-                made = [Pair(a, b, parse_label(lab), extra={**extra, "prompt_label": s.label})
-                        for a, b, lab in output.pair_texts(s.x1, text)]
-            else:
-                made = [Pair(s.x1, text, parse_label(s.label), extra=extra) if with_inputs  # type: ignore[arg-type]
-                        else Pair(text, None, parse_label(s.label), extra=extra)]
-            for pair in made:
-                if cfg.remove_duplicates:
-                    if pair.key() in seen:
-                        stats["duplicates"] += 1
-                        continue
-                    seen.add(pair.key())
-                pairs.append(pair)
-        return pairs, stats
+            collect.add(s.x1, s.label, text, {"sample": s.index})
+        stats["duplicates"] = collect.duplicates
+        return collect.pairs, stats
 
 
 def _retry_after(value: str | None) -> float:

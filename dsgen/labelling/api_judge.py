@@ -6,7 +6,10 @@ asked of a served model: one request per pair, ``max_tokens`` 1, greedy, with ``
 ``logprobs`` and ``top_logprobs`` (chat); the digits' probabilities among the top tokens are normalised over
 the digits. Requests go through the ``openai`` generator's client (bounded concurrency, retries, one cached
 file per request: a rerun asks nothing). A server that returns no log-probabilities (``transformers serve``
-ignores the field) is a one-line error: use ``lm-judge`` with a local model there.
+ignores the field) is a one-line error: use ``lm-judge`` with a local model there. An answer whose top tokens
+hold no digit gives no score: the pair keeps its label, and the summary counts it (``no_score``). A chat
+endpoint cannot be given the start of the answer (no assistant prefill): a chat judge takes no
+``answer_prefix``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class ApiJudgeConfig(LmJudgeConfig):
     concurrency: int = 4
     max_retries: int = 5
     timeout: float = 60.0
-    top_logprobs: int = 20
+    top_logprobs: int = 5  # OpenAI's legacy completions endpoint gives at most 5
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
@@ -45,7 +48,17 @@ class ApiJudge(LmJudge):
     config_class = ApiJudgeConfig
 
     def models(self, plan: Any) -> list[str]:
-        return []  # a served model: its base URL and name enter the key through the config
+        return []  # a served model: its base URL and name enter the key through the config dict
+
+    def needs_generator_lm(self) -> bool:
+        return False
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings, with the endpoint as it will be asked (``$OPENAI_BASE_URL`` resolved), and without
+        how requests travel (concurrency, retries, timeout, the key's variable)."""
+        out = {k: v for k, v in super().get_config_dict().items()
+               if k not in ("concurrency", "max_retries", "timeout", "api_key_env", "device", "dtype")}
+        return {**out, "base_url": self.generator().base_url}
 
     def generator(self) -> Any:
         from dsgen.generation.openai_api import OpenAIConfig, OpenAIGenerator
@@ -53,6 +66,9 @@ class ApiJudge(LmJudge):
         cfg = self.config
         if not cfg.model:
             raise DsgenError("the api-judge needs the served model: set [labelling] model")
+        if cfg.chat and cfg.answer_prefix:
+            raise DsgenError("a chat endpoint cannot be given the start of an answer: set [labelling] answer_prefix = \"\" "
+                             "or chat = false")
         logprobs = {"logprobs": True, "top_logprobs": cfg.top_logprobs} if cfg.chat else {"logprobs": cfg.top_logprobs}
         return OpenAIGenerator(OpenAIConfig(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
                                             mode="chat" if cfg.chat else "completions", max_tokens=1, temperature=0.0,
@@ -85,11 +101,11 @@ class ApiJudge(LmJudge):
         with progress_bar(f"label via {cfg.model}", total=len(samples), unit="requests",
                           enabled=context.progress) as advance:
             advance(len(records))
-            gen._run(todo, gen._api_key(), cache, records, counts, advance, 1)
+            gen.run_requests(todo, gen.api_key(), cache, records, counts, advance, 1)
         scores = {k: self.expected(records[k]["response"], gen.endpoint) for k in samples}
         return LabelReport([scores[k] for k in order], {"judge": f"{cfg.model} at {gen.base_url}", **counts})
 
-    def expected(self, response: dict[str, Any], where: str) -> float:
+    def expected(self, response: dict[str, Any], where: str) -> float | None:
         """E[digit] / max_score from the answer's first-token top log-probabilities."""
         cfg = self.config
         try:
@@ -104,9 +120,9 @@ class ApiJudge(LmJudge):
         mass = [0.0] * (cfg.max_score + 1)
         for token, logprob in top.items():
             digit = str(token).strip()
-            if digit.isdigit() and int(digit) <= cfg.max_score:
+            if len(digit) == 1 and digit in "0123456789" and int(digit) <= cfg.max_score:
                 mass[int(digit)] += math.exp(logprob)
         total = sum(mass)
         if total <= 0:
-            return 0.0  # no digit among the top tokens: the judge does not answer with a score
+            return None  # no digit among the top tokens: no score, the pair keeps its label
         return sum(d * m for d, m in enumerate(mass)) / total / cfg.max_score

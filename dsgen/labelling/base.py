@@ -40,9 +40,10 @@ class LabelContext:
 
 @dataclass
 class LabelReport:
-    """One score per pair in [0, 1] and what the labeller wants a reader to know."""
+    """One score per pair in [0, 1] (None: the judge gave none, and the pair keeps its label) and what the
+    labeller wants a reader to know."""
 
-    scores: list[float]
+    scores: list[float | None]
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,6 +61,10 @@ class Labeller(Component):
         """Names of the models this labeller loads besides the run's generator (fingerprints enter the run key)."""
         return []
 
+    def needs_generator_lm(self) -> bool:
+        """Whether it judges with the run's generator LM (impossible when that is an API)."""
+        return False
+
     @property
     def replaces_label(self) -> bool:
         return bool(getattr(self.config, "replace_label", True))
@@ -73,19 +78,23 @@ class Labeller(Component):
         from scipy.stats import spearmanr
 
         report = self.score(pairs, context)
-        s = np.asarray(report.scores, dtype=float)
-        if len(s) != len(pairs) or (len(s) and (np.isnan(s).any() or s.min() < 0 or s.max() > 1)):
+        given = [x for x in report.scores if x is not None]
+        s = np.asarray(given, dtype=float)
+        if len(report.scores) != len(pairs) or (len(s) and (np.isnan(s).any() or s.min() < 0 or s.max() > 1)):
             raise ValueError(f"labeller {self.name} returned scores outside [0, 1] or of the wrong length")
         out = []
-        for p, x in zip(pairs, s):
-            extra = {**p.extra, "judge_score": round(float(x), 6), "generated_label": p.label}
-            label = round(float(self.label_of(p, float(x))), 6) if self.replaces_label else p.label
+        for p, x in zip(pairs, report.scores):
+            judged = x is not None
+            extra = {**p.extra, "judge_score": round(float(x), 6) if judged else None, "generated_label": p.label}
+            label = round(float(self.label_of(p, float(x))), 6) if self.replaces_label and judged else p.label
             out.append(Pair(p.text_a, p.text_b, label, p.weight, extra))
-        numeric = [(float(p.label), float(x)) for p, x in zip(pairs, s) if isinstance(p.label, (int, float))]
+        numeric = [(float(p.label), float(x)) for p, x in zip(pairs, report.scores)
+                   if x is not None and isinstance(p.label, (int, float))]
         agreement = None
         if len(numeric) > 2 and len({a for a, _ in numeric}) > 1 and len({b for _, b in numeric}) > 1:
             agreement = round(float(spearmanr(*zip(*numeric)).statistic), 4)
-        summary = {"labeller": self.name, "n": len(s), "replaced_labels": self.replaces_label,
+        summary = {"labeller": self.name, "n": len(pairs), "no_score": len(pairs) - len(s),
+                   "replaced_labels": self.replaces_label,
                    "mean_score": round(float(s.mean()), 4) if len(s) else None,
                    "score_quantiles": {q: round(float(np.quantile(s, q / 100)), 4) for q in (0, 10, 25, 50, 75, 90, 100)}
                    if len(s) else {}, "spearman_with_generated_labels": agreement, **report.info}

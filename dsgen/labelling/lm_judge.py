@@ -83,6 +83,9 @@ class LmJudge(Labeller):
     def models(self, plan: Any) -> list[str]:
         return [] if self.config.model == "generator" else [self.config.model]
 
+    def needs_generator_lm(self) -> bool:
+        return self.config.model == "generator"
+
     def label_of(self, pair: Pair, score: float) -> Any:
         cfg = self.config
         if not cfg.judge_random_pairs and pair.extra.get("source") == "random":
@@ -107,18 +110,12 @@ class LmJudge(Labeller):
         cfg = self.config
         if not cfg.chat:
             return lambda text: text + cfg.answer_prefix
-        tok = lm.tokenizer
-        if not getattr(tok, "chat_template", None):
+        if not getattr(lm.tokenizer, "chat_template", None):
             raise DsgenError(f"the judge model '{lm.name}' has no chat template; set [labelling] chat = false")
-        from dsgen.taskspec import _adds_bos
+        from dsgen.taskspec import TaskSpec
 
-        def render(text: str) -> str:
-            out = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-            if tok.bos_token and out.startswith(tok.bos_token) and _adds_bos(tok):
-                out = out[len(tok.bos_token):]
-            return out + cfg.answer_prefix
-
-        return render
+        spec = TaskSpec(f"the judge {self.name}", {}, {})  # renders as a chat spec's prompts are rendered
+        return lambda text: spec.render(lm.tokenizer, [{"role": "user", "content": text}], cfg.answer_prefix)
 
     def score(self, pairs: list[Pair], context: LabelContext) -> LabelReport:
         import numpy as np

@@ -76,6 +76,10 @@ class Reweighter(Component):
         """Names of the models this reweighter loads (their fingerprints go into the run key)."""
         return []
 
+    def needs_generator_lm(self) -> bool:
+        """Whether it scores with the run's generator LM (impossible when that is an API)."""
+        return False
+
     def reads_source(self) -> bool:
         """Whether it reads the inputs' whole source (``ReweightContext.source``; RISE's human class):
         then the source's texts enter the run key."""

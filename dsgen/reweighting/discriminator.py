@@ -158,6 +158,9 @@ class DiscriminatorFilter(Reweighter):
     def models(self, plan: Any) -> list[str]:
         return [] if self.config.scorer == "generator" else [self.config.scorer]
 
+    def needs_generator_lm(self) -> bool:
+        return self.config.scorer == "generator"
+
     def probabilities(self, pairs: list[Pair], context: ReweightContext) -> tuple[Any, Any]:
 
         cfg = self.config

@@ -104,18 +104,46 @@ def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
     return model
 
 
+def validation_evaluator(sentences1: list[str], sentences2: list[str], scores: list[float], selection: str = "max",
+                         name: str = "validation") -> tuple[Any, str]:
+    """Spearman on a held-out split of generated pairs, for model selection during training; returns
+    the evaluator and the name of the metric to select by.
+
+    ``selection="max"``: the best of the cosine, Euclidean, Manhattan and dot-product Spearman, as
+    sentence-transformers 0.4 (DINO's and RISE's code) scored; ``"cosine"``: cosine only. This is
+    sentence-transformers' ``EmbeddingSimilarityEvaluator``.
+    """
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    fns = ["cosine", "euclidean", "manhattan", "dot"] if selection == "max" else ["cosine"]
+    evaluator = EmbeddingSimilarityEvaluator(sentences1, sentences2, scores, similarity_fn_names=fns, name=name,
+                                             show_progress_bar=False, write_csv=False)
+    return evaluator, f"eval_{name}_spearman_{selection}"
+
+
+def stsb_dev_pairs(root: Any = None) -> list[tuple[str, str, float]]:
+    """The STS benchmark dev split as (sentence 1, sentence 2, gold / 5): the human pairs a checkpoint is chosen
+    on with ``selection_data = "stsb-dev"``."""
+    from dsgen.data.sts import data_dir, read_stsb
+
+    dev = read_stsb(data_dir(root), "dev")
+    return [(a, b, s / 5.0) for a, b, s in zip(dev.sentences1, dev.sentences2, dev.scores)]
+
+
+def selection_data_key(root: Any = None) -> str:
+    """The key of those pairs (:func:`dsgen.identity.evaluation_data_key`), for run keys."""
+    from dsgen.identity import evaluation_data_key
+
+    return evaluation_data_key({"stsb-dev": [list(p) for p in stsb_dev_pairs(root)]})
+
+
 def selection_evaluator(cfg: TrainingConfig, validation: list[tuple[str, str, float]],
                         template: Callable[[str], str] = lambda text: text) -> tuple[Any, str | None]:
     """The evaluator that chooses the checkpoint, with the name of its metric (None, None: nothing to
     choose on): the STS benchmark dev split for ``selection_data = "stsb-dev"`` (gold / 5), else the
     method's own validation pairs (at least two). ``template`` wraps every sentence (GenSE's prompt)."""
-    from dsgen.evaluation.evaluator import validation_evaluator
-
     if cfg.selection_data == "stsb-dev":
-        from dsgen.data.sts import data_dir, read_stsb
-
-        dev = read_stsb(data_dir(), "dev")
-        validation, name = [(a, b, s / 5.0) for a, b, s in zip(dev.sentences1, dev.sentences2, dev.scores)], "stsb-dev"
+        validation, name = stsb_dev_pairs(), "stsb-dev"
     else:
         name = "validation"
     if len(validation) < 2:

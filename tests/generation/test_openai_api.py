@@ -21,8 +21,7 @@ import pytest
 
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.openai_api import (SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply,
-                                         split_instruction)
+from dsgen.generation.openai_api import (SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply)
 from dsgen.taskspec import OutputFormat
 from tests.generation.fake_openai_server import HTML, RATE_LIMITED, SERVER_ERROR, FakeOpenAIServer
 
@@ -82,8 +81,9 @@ def test_registered_with_its_metadata():
     assert (cfg.concurrency, cfg.max_retries, cfg.timeout, cfg.chunk_inputs, cfg.seed) == (4, 5, 60.0, 32, 42)
     assert not cfg.allow_newlines and not cfg.keep_unclosed and cfg.remove_duplicates
     gen = OpenAIGenerator(OpenAIConfig(model="m"))
-    assert gen.get_config_dict() == gen.config.to_dict()
-    assert OpenAIConfig.from_dict(gen.get_config_dict()) == gen.config
+    settings = gen.get_config_dict()  # what the requests ask, not how they travel
+    assert settings == {k: v for k, v in gen.config.to_dict().items() if k not in OpenAIGenerator.TRANSPORT}
+    assert OpenAIConfig.from_dict(gen.config.to_dict()) == gen.config
 
 
 LEAD = 'Sentence 2: "'
@@ -131,7 +131,10 @@ def test_chat_messages_split_the_instruction_at_its_last_line_break():
                                                                    'Sentence 1: "A cat sleeps."'}]
     assert first.lead == LEAD and "prompt" not in first.body
     assert len(samples) == 3 * 2 and len({s.key for s in samples}) == 6 and len({s.body["seed"] for s in samples}) == 6
-    assert split_instruction('no line break "') == ('no line break "', "")
+    from dsgen.taskspec import TaskSpec
+
+    plain = TaskSpec("t", {"a": 'no line break "'}, {"a": ()})
+    assert plain.turns("a", None) == ([{"role": "user", "content": 'no line break "'}], "")
 
 
 def test_settings_no_run_can_use_fail_in_one_line(tmp_path, monkeypatch):
@@ -157,9 +160,13 @@ def test_dataset_key_covers_the_api_the_model_and_the_spec_but_not_the_key(monke
     gen = OpenAIGenerator(OpenAIConfig(model="m", base_url="http://127.0.0.1:1/v1/"))
     spec = gen.spec(with_inputs=True)
     assert gen.base_url == "http://127.0.0.1:1/v1"
-    assert gen.dataset_key(INPUTS) == dataset_key("openai", 1, gen.config.to_dict(), texts_key(INPUTS), spec.to_dict(),
+    assert gen.dataset_key(INPUTS) == dataset_key("openai", 1, gen.get_config_dict(), texts_key(INPUTS), spec.to_dict(),
                                                   {"api": "http://127.0.0.1:1/v1", "model": "m"})
     key = gen.dataset_key(INPUTS)
+    # how requests travel is not what they ask: a run resumed with fewer requests in flight reuses every answer
+    slower = OpenAIGenerator(OpenAIConfig(model="m", base_url="http://127.0.0.1:1/v1/", concurrency=1, timeout=5.0,
+                                          max_retries=9, chunk_inputs=4, api_key_env="OTHER_KEY"))
+    assert slower.dataset_key(INPUTS) == key
     monkeypatch.setenv("OPENAI_API_KEY", "another-key")
     assert gen.dataset_key(INPUTS) == key
     assert OpenAIGenerator(OpenAIConfig(model="m2", base_url="http://127.0.0.1:1/v1")).dataset_key(INPUTS) != key

@@ -127,3 +127,14 @@ def test_the_api_judge_reads_the_servers_first_token_logprobs(tmp_path):
         with pytest.raises(DsgenError, match="returned no log-probabilities"):
             ApiJudge(ApiJudgeConfig(model="m", base_url=srv.url, max_retries=0)).apply(
                 PAIRS, LabelContext(progress=False, cache=tmp_path / "none"))
+
+
+def test_a_digit_is_read_where_the_model_writes_it():
+    """SmolLM2's tokenizer spells " 4" as " " + "4": the judge must read the digit after that space, not an
+    unspaced digit right after the prompt's last word (a character tokenizer here does the same)."""
+    from dsgen.generation.judge import answer_lead
+    from tests.conftest import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    assert answer_lead(tok, [(str(d), f" {d}") for d in range(6)]) == " "
+    assert answer_lead(tok, [("true",), ("false",)]) == ""

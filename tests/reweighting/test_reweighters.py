@@ -168,8 +168,11 @@ def test_lm_discriminator_probabilities_sum_to_one(tiny_lm):
     t_ids, f_ids = _word_token_ids(tok, TRUE_WORDS), _word_token_ids(tok, FALSE_WORDS)
     shared = set(t_ids) & set(f_ids)
     t_ids, f_ids = [i for i in t_ids if i not in shared], [i for i in f_ids if i not in shared]
+    from dsgen.generation.judge import answer_lead
+
+    lead = answer_lead(tok, [TRUE_WORDS, FALSE_WORDS])  # a character tokenizer writes the space first
     with torch.inference_mode():
-        ids = tok([DiscriminatorConfig().prompt.format(x1=pairs[0][0], x2=pairs[0][1])], return_tensors="pt")
+        ids = tok([DiscriminatorConfig().prompt.format(x1=pairs[0][0], x2=pairs[0][1]) + lead], return_tensors="pt")
         probs = torch.softmax(tiny_lm.model(**ids).logits[0, -1], -1)
     pt, pf = probs[t_ids].sum().item(), probs[f_ids].sum().item()
     assert p_true[0] == pytest.approx(pt / (pt + pf), rel=1e-4)

@@ -4,7 +4,7 @@ import pytest
 
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
-from dsgen.evaluation.evaluator import validation_evaluator
+from dsgen.training.fit import validation_evaluator
 from dsgen.training.contrastive import ContrastiveConfig, ContrastiveTrainer, assemble_triplets, read_nli_triplets
 from dsgen.training.fit import TrainingConfig, evaluation_interval
 from dsgen.training.regression import RegressionTrainer
