@@ -19,6 +19,7 @@ file, task spec or human-source file is a new key even at the same path.
 | exported file | :func:`content_key` | the rows it holds |
 | an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
 | process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
+| a fitted classifier in this process (RISE's SDI) | :func:`fit_key` | its settings, seed and training examples |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
 ``100`` and ``100.0`` give one key. Model fingerprints come from :func:`dsgen.models.model_fingerprint`
@@ -138,3 +139,9 @@ def request_key(endpoint: str, base_url: str, model: str, body: dict[str, Any]) 
     body (prompt or messages, sampling parameters, seed). Never the API key: a key changes who pays, not
     what is asked."""
     return stable_hash({"endpoint": endpoint, "base_url": base_url, "model": model, "body": body}, length=24)
+
+
+def fit_key(settings: dict[str, Any], seed: int, train: list[Any], validation: list[Any]) -> str:
+    """Keys a process-local cache of a fitted classifier: what determines the fit (RISE's SDI classifier,
+    which ``rise`` and ``rise-filter`` of one run train alike)."""
+    return stable_hash({"settings": settings, "seed": seed, "train": train, "validation": validation})

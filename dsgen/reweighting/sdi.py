@@ -15,6 +15,7 @@ from bert-base-uncased; here the backbone is the preset's (no BERT ships offline
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,6 +251,29 @@ def human_sentences(cfg: SdiConfig, context: ReweightContext) -> list[str]:
     return source_texts(context.source, context.data_dir)
 
 
+# classifier settings -> what a fit depends on (not how its scores become weights: temperature, filter, random pairs)
+FIT_SETTINGS = ("encoder", "input", "human", "epochs", "batch_size", "learning_rate", "warmup_ratio", "weight_decay",
+                "validation_fraction", "max_length", "device")
+_FITTED: "OrderedDict[str, tuple[SdiClassifier, dict[str, Any]]]" = OrderedDict()  # the latest fits of this process
+
+
+def fitted_classifier(cfg: SdiConfig, data: SdiData, context: ReweightContext) -> tuple["SdiClassifier", dict[str, Any]]:
+    """The classifier fitted on ``data`` with ``cfg``'s settings and the run's seed, fitted once per process:
+    ``rise`` and ``rise-filter`` of one run train the same classifier, which is kept (the last two) and reused."""
+    from dsgen.identity import fit_key
+
+    key = fit_key({k: getattr(cfg, k) for k in FIT_SETTINGS}, context.seed,
+                  [[x if isinstance(x, str) else list(x), y] for x, y in data.train],
+                  [[x if isinstance(x, str) else list(x), y] for x, y in data.validation])
+    if key not in _FITTED:
+        classifier = SdiClassifier(cfg)
+        _FITTED[key] = (classifier, classifier.fit(data, context.seed, context.progress))
+        while len(_FITTED) > 2:
+            _FITTED.popitem(last=False)
+    classifier, info = _FITTED[key]
+    return classifier, dict(info)
+
+
 @REWEIGHTERS.register("sdi")
 class SdiReweighter(Reweighter):
     """RISE: fit the SDI classifier on human sentences and the run's generated sentences, then
@@ -280,8 +304,7 @@ class SdiReweighter(Reweighter):
         single = cfg.input == "single"
         generated = [p for p in pairs if p.extra.get("source", "generated") == "generated" and p.text_b is not None]
         data = sdi_training_data(human, generated, single, context.seed, cfg.validation_fraction)
-        self.classifier = SdiClassifier(cfg)
-        info = self.classifier.fit(data, context.seed, context.progress)
+        self.classifier, info = fitted_classifier(cfg, data, context)
         info["sdi_human"] = {"rule": cfg.human, "available": len(set(human))}
         texts = [p.text_b if single else (p.text_a, p.text_b) for p in pairs]
         p_d = self.classifier.p_human(texts)

@@ -198,3 +198,22 @@ def test_self_curation_keeps_triplets_the_judge_rates_apart():
     assert summary["dropped"] == {"incomplete": 1, "negative_too_high": 1, "no_gap": 1, "positive_too_low": 1}
     with pytest.raises(DsgenError, match="judge_score"):
         SelfCuration(CurationConfig()).apply([Pair("a", "b", "entailment")], ReweightContext(progress=False))
+
+
+def test_rise_and_rise_filter_of_one_run_fit_the_sdi_classifier_once(tiny_encoder_dir, monkeypatch):
+    """The classifier depends on its settings, the seed and the examples, not on how scores become weights:
+    a second reweighter with another filter (rise-filter beside rise) reuses the fit."""
+    from dsgen.reweighting.sdi import SdiClassifier
+
+    fits = []
+    real = SdiClassifier.fit
+    monkeypatch.setattr(SdiClassifier, "fit", lambda self, *a, **k: fits.append(1) or real(self, *a, **k))
+    human = [f"A person number {i} walks a red dog in the park." for i in range(24)]
+    pairs = [Pair(h, f"Machine text {i} about things and stuff.", 1.0) for i, h in enumerate(human)]
+    ctx = ReweightContext(human_texts=human, seed=3, progress=False)
+    cfg = SdiConfig(encoder=str(tiny_encoder_dir), epochs=1.0, device="cpu", human="inputs")
+    weighted, _ = SdiReweighter(cfg).apply(pairs, ctx)
+    filtered, _ = SdiReweighter(cfg.replace(filter_fraction=0.25)).apply(pairs, ctx)
+    assert len(fits) == 1 and [p.extra["p_d"] for p in weighted] == [p.extra["p_d"] for p in filtered]
+    SdiReweighter(cfg).apply(pairs, ReweightContext(human_texts=human, seed=4, progress=False))
+    assert len(fits) == 2  # another seed: another fit
