@@ -1,0 +1,25 @@
+"""The variance-components report (``python -m dsgen.benchmarks.variance``) on result files made here."""
+
+from dsgen.evaluation.results import Result, TaskScore
+
+
+def test_the_report_splits_spread_by_source_and_pairs_differences_by_run(tmp_path):
+    from dsgen.benchmarks.variance import report
+
+    data_effect = {1: 0.0, 2: 2.0, 3: -2.0}
+    train_effect = {1: 0.5, 2: -0.5, 3: 0.0}
+    for method, offset in (("rise", 1.0), ("rise-dino", 0.0), ("base", None)):
+        for d in (1, 2, 3):
+            for t in (1, 2, 3):
+                if method == "base" and (d, t) != (1, 1):
+                    continue
+                value = 50.0 if offset is None else 50.0 + offset + data_effect[d] + train_effect[t] * (1 + (method == "rise"))
+                r = Result("m", {"stsb": TaskScore(value, value, 10)}, method=method, preset="p", seed=t, data_seed=d)
+                r.save(tmp_path / "results" / "p" / method / "v" / f"data-{d}-seed-{t}.json")
+    text = report(tmp_path, ["p"])
+    lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in text.splitlines()
+             if line.startswith("| ") and not line.startswith("|  ") and "runs" not in line}
+    assert lines["rise"][:2] == ["9", "51.00"] and lines["rise-dino"][:2] == ["9", "50.00"]
+    assert float(lines["rise - rise-dino"][1]) == 1.0  # paired by run: the data effect cancels
+    assert float(lines["rise - rise-dino"][3]) == 0.0  # no data-seed spread left in the difference
+    assert float(lines["rise-dino"][3]) > 1.5  # a data_sd of about 2 in each method alone
