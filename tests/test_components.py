@@ -19,7 +19,7 @@ from dsgen.planning import plan_run
 from dsgen.presets import builtin_presets, load_preset
 from dsgen.registry import Registry
 from dsgen.reweighting.base import REWEIGHTERS
-from dsgen.taskspec import BUILTIN_SPECS, load_task_spec
+from dsgen.taskspec import BUILTIN_SPECS, FORMATS, load_task_spec
 from dsgen.training.base import TRAINERS
 
 STAGES = {"generator": GENERATORS, "labeller": LABELLERS, "reweighter": REWEIGHTERS, "trainer": TRAINERS}
@@ -59,10 +59,16 @@ def test_every_method_composes_registered_stages_and_plans_under_every_preset(na
 
 
 @pytest.mark.parametrize("name", BUILTIN_SPECS)
-def test_every_builtin_task_spec_loads_and_ends_its_instructions_with_a_quote(name):
+def test_every_builtin_task_spec_loads_and_ends_its_instructions_with_its_opening(name):
+    from tests.test_taskspec import chat_tokenizer
+
     spec = load_task_spec(name)
-    assert spec.labels and all(spec.prompt(label, "A sentence.").endswith(spec.close_quote.replace("”", "“"))
-                               or spec.prompt(label, "A sentence.").endswith('"') for label in spec.labels)
+    tokenizer = chat_tokenizer() if spec.chat else None  # a chat spec renders through a chat template
+    prompts = [spec.prompt(label, "A sentence.", tokenizer) for label in spec.labels]
+    if spec.output.structured:  # a structured answer opens with its format's opening ("{", "1. ")
+        assert spec.labels and all(p.endswith(FORMATS[spec.output.kind][0]) for p in prompts)
+    else:
+        assert spec.labels and all(p.endswith(spec.close_quote.replace("”", "“")) or p.endswith('"') for p in prompts)
     assert all(set(spec.counter_labels[label]) <= set(spec.labels) for label in spec.labels)
 
 

@@ -9,76 +9,19 @@ from dataclasses import replace
 import pytest
 from pathlib import Path
 
-from dsgen.data.pairs import Pair, read_pairs, write_pairs
-from dsgen.artifacts import write_sidecar
-from dsgen.generation import GENERATORS
-from dsgen.generation.base import Generator
+from dsgen.data.pairs import read_pairs
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
-from dsgen.method import METHODS, get_method
+from dsgen.method import METHODS
 from dsgen.methods.dino import dino_recipe
 from dsgen.planning import Overrides, plan_run
 from dsgen.presets import Preset
 from dsgen.runner import RunFailed, Runner, run_many
-
-
-class MockGenerator(Generator):
-    """Deterministic pairs: x2 = x1's words shuffled (label 1), cut (0.5) or another input (0). A plug-in
-    generator: registered under its name, which the registry gives it, with the debiased one's settings."""
-
-    config_class = GenerationConfig
-    calls = 0
-
-    def generate(self, inputs, out, progress=True, resume=True):
-        MockGenerator.calls += 1
-        rng = random.Random(self.config.seed)
-        if inputs is None:  # x1 from scratch
-            words = "a man woman dog cat plays runs guitar piano".split()
-            pairs = [Pair(" ".join(rng.choice(words) for _ in range(6)) + ".", None, 1.0) for _ in range(12)]
-            write_pairs(out, pairs)
-            write_sidecar(out, dataset_key=self.dataset_key(inputs))
-            return pairs
-        pairs = []
-        gense = self.config.task == "gense"
-        for i, x in enumerate(inputs):
-            words = x.split()
-            for _ in range(self.config.per_label):
-                if gense:
-                    pairs.append(Pair(x, " ".join(rng.sample(words, len(words))), "entailment"))
-                    pairs.append(Pair(x, inputs[(i + 1) % len(inputs)], "contradiction"))
-                    continue
-                pairs.append(Pair(x, " ".join(rng.sample(words, len(words))), 1.0))
-                pairs.append(Pair(x, " ".join(words[: max(1, len(words) // 2)]) + f" {rng.randint(0, 9)}", 0.5))
-                pairs.append(Pair(x, inputs[(i + 1 + rng.randrange(len(inputs) - 1)) % len(inputs)], 0.0))
-        write_pairs(out, pairs)
-        write_sidecar(out, dataset_key=self.dataset_key(inputs))
-        return pairs
-
-
-class RenamedDebiased(DebiasedGenerator):
-    """A plug-in generator that happens to subclass the debiased one: its data is its own."""
-
-
-NO_RULES = {"alpha": 0.0, "min_x1_words": 0, "min_x2_words": 0, "drop_containment": False}
+from tests.mock_components import MockGenerator, RenamedDebiased, register_mock_components
 
 
 @pytest.fixture(scope="module")
 def setup(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
-    if "mock-test" not in GENERATORS:
-        GENERATORS.add("mock-test", MockGenerator)
-        GENERATORS.add("renamed-debiased", RenamedDebiased)
-        METHODS.add("mock-dino", dino_recipe(description="DINO recipe on the mock generator", generator="mock-test"))
-        METHODS.add("mock-random", dino_recipe(description="mock + random weights", generator="mock-test",
-                                               reweighter="random"))
-        gense = get_method("gense")
-        METHODS.add("mock-gense", replace(gense, name="", generator="mock-test", reweighter_config=NO_RULES))
-        METHODS.add("mock-gense-strict", replace(gense, name="", generator="mock-test",
-                                                 reweighter_config={**NO_RULES, "alpha": 1.0}))
-        METHODS.add("tiny-dino-nocl", dino_recipe(description="real core, no counter labels",
-                                                  generation={"task": "sts-x2", "counter_labels": False}))
-        METHODS.add("tiny-renamed", dino_recipe(description="plug-in generator", generator="renamed-debiased"))
-        METHODS.add("mock-human", replace(get_method("human"), name="", size_of="mock-dino"))
-        METHODS.add("x1-sdi", dino_recipe(description="SDI on generated x1 (no human inputs): must fail",
-                                          generator="mock-test", x1_generation={"task": "sts-x1"}, reweighter="sdi"))
+    register_mock_components()
     inputs = tmp_path_factory.mktemp("inputs") / "x1.txt"
     rng = random.Random(0)
     words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()

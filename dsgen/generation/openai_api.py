@@ -74,6 +74,11 @@ from dsgen.generation.base import GenerationContext, Generator, PairCollector
 from dsgen.taskspec import FORMATS, OutputFormat, TaskSpec, load_task_spec
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def resolve_base_url(configured: str = "") -> str:
+    """The API's base URL as it will be asked: ``configured``, else ``$OPENAI_BASE_URL``, else OpenAI's."""
+    return (configured or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 MODES = {"completions": "completions", "chat": "chat/completions"}  # mode -> path under the base URL
 SELF_DEBIASING = "off: an OpenAI-compatible API gives no access to the counter-instruction rows"
 REJECTIONS = ("unclosed", "empty", "newline", "unparsed")
@@ -317,8 +322,7 @@ class OpenAIGenerator(Generator):
     @property
     def base_url(self) -> str:
         """The API's base URL: the config's, else ``$OPENAI_BASE_URL``, else OpenAI's."""
-        url = self.config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        return url.rstrip("/")
+        return resolve_base_url(self.config.base_url)
 
     @property
     def endpoint(self) -> str:

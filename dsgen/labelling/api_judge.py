@@ -58,7 +58,9 @@ class ApiJudge(LmJudge):
         how requests travel (concurrency, retries, timeout, the key's variable)."""
         out = {k: v for k, v in super().get_config_dict().items()
                if k not in ("concurrency", "max_retries", "timeout", "api_key_env", "device", "dtype")}
-        return {**out, "base_url": self.generator().base_url}
+        from dsgen.generation.openai_api import resolve_base_url
+
+        return {**out, "base_url": resolve_base_url(self.config.base_url)}
 
     def generator(self) -> Any:
         from dsgen.generation.openai_api import OpenAIConfig, OpenAIGenerator

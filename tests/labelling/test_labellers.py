@@ -66,11 +66,9 @@ def test_the_stage_runs_between_postprocessing_and_reweighting(tiny_lm_dir, tiny
     from dsgen.planning import plan_run
     from dsgen.presets import Preset
     from dsgen.runner import Runner
-    from tests.test_runner import MockGenerator  # noqa: F401  (registers nothing by itself)
-    from dsgen.generation import GENERATORS
+    from tests.test_runner import register_mock_components
 
-    if "mock-test" not in GENERATORS:
-        GENERATORS.add("mock-test", MockGenerator)
+    register_mock_components()
     if "mock-labelled" not in METHODS:
         METHODS.add("mock-labelled", dino_recipe(description="mock + LM judge", generator="mock-test",
                                                  labeller="lm-judge", labeller_config={"model": str(tiny_lm_dir),
