@@ -66,7 +66,7 @@ def test_the_stage_runs_between_postprocessing_and_reweighting(tiny_lm_dir, tiny
     from dsgen.planning import plan_run
     from dsgen.presets import Preset
     from dsgen.runner import Runner
-    from tests.test_runner import register_mock_components
+    from tests.mock_components import register_mock_components
 
     register_mock_components()
     if "mock-labelled" not in METHODS:
