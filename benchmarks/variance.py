@@ -6,7 +6,9 @@ much from the training seed on fixed data, for each method and for the paired di
 reads every result file under ``<runs>/results/<preset>/`` (one folder per preset named) and prints Markdown:
 per (preset, method) the mean over runs, ``train_sd`` (between training seeds on one dataset, pooled),
 ``data_sd`` (between datasets beyond what training explains), ``total_sd`` of one run, and the half-width of
-the nested 95% interval of the mean that the design gives; then the same for the differences of paired runs.
+the nested 95% interval of the mean that the design gives; then the same for the differences of paired runs,
+and, for every preset after the first, for the difference of each run from the same run (data seed, training
+seed) under the first preset: what that preset's change of settings does.
 It computes with :mod:`dsgen.evaluation.statistics`, as ``dsgen compare`` does.
 """
 
@@ -48,6 +50,7 @@ def report(runs: Path, presets: list[str]) -> str:
     import pandas as pd
 
     lines = []
+    first = scores(runs, presets[0])
     for preset in presets:
         s = scores(runs, preset)
         if not s:
@@ -60,6 +63,11 @@ def report(runs: Path, presets: list[str]) -> str:
                 diff = {k: s[a][k] - (ref[k] if ref is not None else next(iter(s[b].values()))) for k in common}
                 if diff:
                     rows.append(row(f"{a} - {b}", diff))
+        if preset != presets[0]:  # the same runs under the first preset's settings: what this preset's change does
+            for m in sorted(set(s) & set(first) - {"base"}):
+                common = sorted(set(s[m]) & set(first[m]))
+                if common:
+                    rows.append(row(f"{m}: {preset} - {presets[0]}", {k: s[m][k] - first[m][k] for k in common}))
         lines += [f"### `{preset}`", "", pd.DataFrame(rows).to_markdown(index=False, floatfmt=".2f"), ""]
     return "\n".join(lines)
 

@@ -23,3 +23,18 @@ def test_the_report_splits_spread_by_source_and_pairs_differences_by_run(tmp_pat
     assert float(lines["rise - rise-dino"][1]) == 1.0  # paired by run: the data effect cancels
     assert float(lines["rise - rise-dino"][3]) == 0.0  # no data-seed spread left in the difference
     assert float(lines["rise-dino"][3]) > 1.5  # a data_sd of about 2 in each method alone
+
+
+def test_a_later_preset_is_compared_run_by_run_with_the_first(tmp_path):
+    from dsgen.benchmarks.variance import report
+
+    for preset, shift in (("a", 0.0), ("b", 0.75)):
+        for d in (1, 2):
+            for t in (1, 2):
+                value = 50.0 + 3 * d + t + shift
+                r = Result("m", {"stsb": TaskScore(value, value, 10)}, method="dino", preset=preset, seed=t, data_seed=d)
+                r.save(tmp_path / "results" / preset / "dino" / "v" / f"data-{d}-seed-{t}.json")
+    text = report(tmp_path, ["a", "b"])
+    row = next(line for line in text.splitlines() if line.startswith("| dino: b - a"))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert cells[:2] == ["4", "0.75"] and float(cells[2]) == 0.0 and float(cells[3]) == 0.0
