@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsgen.generation.decode_step import blocked_output_head, invariant_forward
-from dsgen.generation.forward import buffer_cache, pad_id, tokenize
+from dsgen.generation.forward import buffer_cache, cache_arg, pad_id, tokenize
 from dsgen.generation.invariance import numerics
 
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
@@ -380,7 +380,7 @@ class ActiveBatch:
         cache = buffer_cache(self.keys, self.values, rows, w)
         with invariant_forward(self.model, self.numerics.attention), blocked_output_head(self.model, out=self.logits):
             out = self.model(input_ids=tokens[:, None], attention_mask=additive[:, None, None, :],
-                             position_ids=self.pos[:rows, None], past_key_values=cache, use_cache=True,
+                             position_ids=self.pos[:rows, None], **cache_arg(self.model, cache), use_cache=True,
                              logits_to_keep=1)
         if out.logits.data_ptr() != self.logits.data_ptr():  # the head wrote elsewhere (not a plain CPU head)
             self.logits[:used] = out.logits[:used, -1].float()

@@ -33,7 +33,7 @@ from dsgen.config import Config
 from dsgen.errors import DsgenError
 from dsgen.taskspec import OutputFormat
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.forward import forward_last, pad_id, sliding_window, tokenize
+from dsgen.generation.forward import cache_arg, forward_last, pad_id, returned_cache, sliding_window, tokenize
 
 QUOTE = '"'
 
@@ -665,8 +665,8 @@ def reference_decode(model: Any, tokenizer: Any, requests: Sequence[DecodeReques
                     row_tok = tok.repeat(len(prompts) // n)
                     mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                     out = model(input_ids=row_tok[:, None], attention_mask=mask, position_ids=pos[:, None],
-                                past_key_values=cache, use_cache=True, logits_to_keep=1)
-                    cache, logits, pos = out.past_key_values, out.logits[:, -1].float(), pos + 1
+                                **cache_arg(model, cache), use_cache=True, logits_to_keep=1)
+                    cache, logits, pos = returned_cache(out), out.logits[:, -1].float(), pos + 1
                 seqs = torch.stack(steps, dim=1).tolist()
                 lps = torch.stack(step_logprobs, dim=1).tolist()
                 for seq, lp in zip(seqs, lps):

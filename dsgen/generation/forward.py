@@ -17,6 +17,8 @@ what else is in the batch. Padding is done here, from token ids, so the tokenize
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +75,7 @@ def forward_last(model: Any, ids: Sequence[Sequence[int]], pad: int, use_cache: 
                 logits_to_keep=1)
     result = Forward(out.logits[:, -1].float(), [len(s) for s in ids], int(mask.shape[1]))
     if use_cache:
-        layers = cache_layers(out.past_key_values)
+        layers = cache_layers(returned_cache(out))
         result.keys = [k for k, _ in layers]
         result.values = [v for _, v in layers]
     return result
@@ -183,12 +185,28 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     try:
         with invariant_forward(model, found.attention), blocked_output_head(model):
             out = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
-                        position_ids=positions.to(device), past_key_values=cache, use_cache=True, logits_to_keep=0)
+                        position_ids=positions.to(device), **cache_arg(model, cache), use_cache=True, logits_to_keep=0)
     finally:
         hook.remove()
-    layers = cache_layers(out.past_key_values)
+    layers = cache_layers(returned_cache(out))
     return Extension(out.logits[:n, -1].float(), [k[:n, :, wp:] for k, _ in layers], [v[:n, :, wp:] for _, v in layers],
                      lengths)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_cache(model_class: type) -> bool:
+    return "cache" in inspect.signature(model_class.forward).parameters
+
+
+def cache_arg(model: Any, cache: Any) -> dict[str, Any]:
+    """The keyword that hands a KV cache to ``model``'s forward: ``cache`` from transformers 5.24 on (which
+    deprecates ``past_key_values`` with a warning per call), ``past_key_values`` before."""
+    return {"cache": cache} if _takes_cache(type(model)) else {"past_key_values": cache}
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned, under either name (see ``cache_arg``)."""
+    return out["cache"] if "cache" in out else out.past_key_values
 
 
 def cache_layers(cache: Any) -> list[tuple[Any, Any]]:

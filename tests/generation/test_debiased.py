@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,8 +66,9 @@ def cli(model_dir, inputs, out, *extra, env_extra=None, popen=False):
     env = {**os.environ, **(env_extra or {})}
     cmd = [sys.executable, "-m", "dsgen.cli", "generate", "--task", "sts-x2", "--inputs", str(inputs),
            "--generator", str(model_dir), "--seed", "3", "--out", str(out), "--quiet", "--device", "cpu", *extra]
-    if popen:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if popen:  # output to a file: a pipe nobody reads until the end blocks a chatty process (a full buffer)
+        log = open(Path(str(out) + ".log"), "w+")
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -132,7 +134,7 @@ def test_resume_after_a_kill_at_a_random_moment_gives_the_same_file(tiny_lm_dir,
         if out.exists():  # the kill came after the final rename: a complete, correct file
             assert out.read_bytes() == full.read_bytes()
             continue
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+        assert proc.returncode == -signal.SIGKILL, Path(str(out) + ".log").read_text()
         done = len(list(partial.glob("chunk-*.jsonl")))
         assert k <= done <= n_chunks  # all chunks landed, killed before the final file: resumes to it
         break

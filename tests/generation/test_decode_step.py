@@ -12,6 +12,7 @@ from dsgen.generation.batch import ActiveBatch, PromptBank
 from dsgen.generation.decode_step import (blocked_head, blocked_output_head, row_attention, invariant_rows,
                                           invariant_forward)
 from dsgen.generation.decoding import DebiasedDecoder, SamplingConfig
+from dsgen.generation.forward import cache_arg, returned_cache
 from tests.conftest import build_tiny_lm
 from tests.generation.test_decoding import QuoteBias, make_requests
 
@@ -97,11 +98,11 @@ def test_row_wise_attention_computes_what_the_model_computes(arch):
         out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
         additive = torch.zeros(mask.shape).masked_fill(mask == 0, float("-inf"))[:, None, None, :]
         plain = model(input_ids=ids[:, -1:], attention_mask=additive, position_ids=pos[:, -1:],
-                      past_key_values=out.past_key_values, use_cache=False).logits
+                      **cache_arg(model, returned_cache(out)), use_cache=False).logits
         out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
         with invariant_forward(model), blocked_output_head(model):
             ours = model(input_ids=ids[:, -1:], attention_mask=additive, position_ids=pos[:, -1:],
-                         past_key_values=out.past_key_values, use_cache=False).logits
+                         **cache_arg(model, returned_cache(out)), use_cache=False).logits
     assert torch.allclose(ours, plain, atol=1e-5)
     assert model.config._attn_implementation == "sdpa" and "forward" not in vars(model.get_output_embeddings())
     head = torch.nn.Linear(16, 1000, bias=True)
