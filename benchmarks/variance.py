@@ -50,9 +50,9 @@ def report(runs: Path, presets: list[str]) -> str:
     import pandas as pd
 
     lines = []
-    first = scores(runs, presets[0])
-    for preset in presets:
-        s = scores(runs, preset)
+    by_preset = {preset: scores(runs, preset) for preset in presets}
+    first = by_preset[presets[0]]
+    for preset, s in by_preset.items():
         if not s:
             continue
         rows = [row(m, v) for m, v in sorted(s.items()) if m != "base"]

@@ -287,20 +287,23 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         if method.postprocess is not None:
             plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
                 ("method", method.postprocess), ("preset", preset.postprocess), ("seed", {"seed": seed})])
+    def stage(registry: Any, name: str, preset_section: dict[str, Any], method_config: dict[str, Any],
+              section: str) -> tuple[Any, dict[str, str]]:
+        """A labeller or reweighter from the preset's section, the method's settings and the command line."""
+        cls = registry.get(name)
+        cfg, origins = resolve(cls.config_class, [
+            ("preset", _known(preset_section, cls.config_class, name)), ("method", method_config),
+            ("command line", ov.layer(section, cls.config_class))])
+        return cls(cfg), origins
+
     if method.labeller:
         from dsgen.labelling import LABELLERS
 
-        cls = LABELLERS.get(method.labeller)
-        cfg, plan.origins["labeller"] = resolve(cls.config_class, [
-            ("preset", _known(preset.labelling, cls.config_class, method.labeller)), ("method", method.labeller_config),
-            ("command line", ov.layer("labelling", cls.config_class))])
-        plan.labeller = cls(cfg)
+        plan.labeller, plan.origins["labeller"] = stage(LABELLERS, method.labeller, preset.labelling,
+                                                        method.labeller_config, "labelling")
     if method.reweighter:
-        cls = REWEIGHTERS.get(method.reweighter)
-        cfg, plan.origins["reweighter"] = resolve(cls.config_class, [
-            ("preset", _known(preset.reweighting, cls.config_class, method.reweighter)), ("method", method.reweighter_config),
-            ("command line", ov.layer("reweighting", cls.config_class))])
-        plan.reweighter = cls(cfg)
+        plan.reweighter, plan.origins["reweighter"] = stage(REWEIGHTERS, method.reweighter, preset.reweighting,
+                                                            method.reweighter_config, "reweighting")
     if plan.generator == "openai":
         for stage in (plan.labeller, plan.reweighter):
             if stage is not None and stage.needs_generator_lm():
