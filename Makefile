@@ -51,7 +51,7 @@ test-avx2: $(VENV)/.installed-dev
 regress: install
 	$(DSGEN) regress --preset smoke
 
-# The papers' claims on the raw-encoder CPU preset (every method, 3 seeds), published to results/cpu/.
+# The papers' claims on the raw-encoder CPU preset (every method, 3 data seeds x 3 training seeds), published to results/cpu/
 claims: install
 	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random gense gense-no-filter human base --preset cpu --out runs/cpu --publish results
 	$(DSGEN) claims --preset cpu --out runs/cpu --publish results

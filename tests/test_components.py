@@ -51,8 +51,9 @@ def test_every_method_composes_registered_stages_and_plans_under_every_preset(na
     for kind, stage in (("generator", method.generator), ("labeller", method.labeller),
                         ("reweighter", method.reweighter), ("trainer", method.trainer)):
         assert stage is None or stage in STAGES[kind]
-    for preset in builtin_presets():
-        plan_run(method, load_preset(preset), 1)  # resolves under every preset
+    for preset in map(load_preset, builtin_presets()):
+        for data_seed, seed in preset.runs():  # resolves under every preset, for each of its runs
+            plan_run(method, preset, seed, data_seed=data_seed)
     shown = CliRunner().invoke(app, ["plan", name, "--preset", "quick", "--json"])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.output)["plan"]["method"]["name"] == name
@@ -76,7 +77,9 @@ def test_every_builtin_task_spec_loads_and_ends_its_instructions_with_its_openin
 def test_every_preset_loads_and_plans_dino(name):
     preset = load_preset(name)
     assert preset.description and preset.tasks
-    assert plan_run("dino", preset, 1).generation is not None
+    plans = [plan_run("dino", preset, seed, data_seed=data_seed) for data_seed, seed in preset.runs()]
+    assert all(plan.generation is not None for plan in plans)
+    assert len({plan.run for plan in plans}) == len(plans)  # each run named by its own (data seed, training seed)
 
 
 def test_a_registry_checks_the_kind_and_names_the_class():

@@ -278,7 +278,9 @@ def curve_markdown(points: list[Any], header: dict[str, Any], command: str = "")
               f"Average Spearman x 100 over {header['tasks_text']}, mean over the runs with its 95% interval "
               "(a t-interval over the data seeds' means; over training seeds when there is one dataset). The "
               "`human` row trains on as many human pairs as DINO's dataset holds; where that is more than the "
-              "STS benchmark's 5,749 train pairs it trains on all of them (capped).", ""]
+              "STS benchmark's 5,749 train pairs it trains on all of them (capped). Training pairs are those "
+              "trained on, after postprocessing; a method that selects its model holds the rest out as its dev "
+              "split.", ""]
     rows = []
     for p in points:
         iv = p.interval

@@ -150,12 +150,12 @@ def test_one_rule_for_command_line_settings_across_stages():
     preset = load_preset("cpu")
     ov = Overrides(generator="gemma3-270m", encoder="minilm-l6", device="cpu")
     for method in ("rise-random", "rise", "gense", "dino", "human", "base"):
-        plan = plan_run(method, preset, 1, ov)
+        plan = plan_run(method, preset, 1, ov, data_seed=1)
         for section in ("generation", "reweighter", "trainer"):
             values = plan.sections()[section]
             if values and "device" in values:
                 assert values["device"] == "cpu" and plan.origins[section]["device"] == "command line", (method, section)
-    rise = plan_run("rise", preset, 1, ov)
+    rise = plan_run("rise", preset, 1, ov, data_seed=1)
     assert rise.generation.generator == "gemma3-270m" and rise.trainer.config.encoder == "minilm-l6"
-    assert rise.reweighter.config.encoder == plan_run("rise", preset, 1).reweighter.config.encoder  # untouched
-    assert "device" not in plan_run("rise-random", preset, 1, ov).sections()["reweighter"]
+    assert rise.reweighter.config.encoder == plan_run("rise", preset, 1, data_seed=1).reweighter.config.encoder  # untouched
+    assert "device" not in plan_run("rise-random", preset, 1, ov, data_seed=1).sections()["reweighter"]
