@@ -287,8 +287,9 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         if method.postprocess is not None:
             plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
                 ("method", method.postprocess), ("preset", preset.postprocess), ("seed", {"seed": seed})])
-    def stage(registry: Any, name: str, preset_section: dict[str, Any], method_config: dict[str, Any],
-              section: str) -> tuple[Any, dict[str, str]]:
+
+    def configured_stage(registry: Any, name: str, preset_section: dict[str, Any], method_config: dict[str, Any],
+                         section: str) -> tuple[Any, dict[str, str]]:
         """A labeller or reweighter from the preset's section, the method's settings and the command line."""
         cls = registry.get(name)
         cfg, origins = resolve(cls.config_class, [
@@ -299,11 +300,11 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     if method.labeller:
         from dsgen.labelling import LABELLERS
 
-        plan.labeller, plan.origins["labeller"] = stage(LABELLERS, method.labeller, preset.labelling,
-                                                        method.labeller_config, "labelling")
+        plan.labeller, plan.origins["labeller"] = configured_stage(
+            LABELLERS, method.labeller, preset.labelling, method.labeller_config, "labelling")
     if method.reweighter:
-        plan.reweighter, plan.origins["reweighter"] = stage(REWEIGHTERS, method.reweighter, preset.reweighting,
-                                                            method.reweighter_config, "reweighting")
+        plan.reweighter, plan.origins["reweighter"] = configured_stage(
+            REWEIGHTERS, method.reweighter, preset.reweighting, method.reweighter_config, "reweighting")
     if plan.generator == "openai":
         for stage in (plan.labeller, plan.reweighter):
             if stage is not None and stage.needs_generator_lm():
