@@ -161,30 +161,57 @@ def file_hash(path: str | Path, length: int = 16) -> str:
     return digest.hexdigest()[:length]
 
 
+CODE_FOLDERS = ("dsgen/", "methods/", "benchmarks/")  # an untracked file here is code a run may import
+
+
+def read_git_state(root: str | Path) -> dict[str, Any]:
+    """``{"commit": HEAD, "dirty": bool}`` of the checkout at ``root`` (both None outside a git checkout or
+    without git). Dirty, as ``git describe --dirty`` says it, when a tracked file differs from HEAD (staged
+    or not); and also when an untracked, not ignored file lies under :data:`CODE_FOLDERS` (a new module or
+    method plug-in that a run may load). Untracked files elsewhere (a user's notes) do not count."""
+    import subprocess
+
+    unknown: dict[str, Any] = {"commit": None, "dirty": None}
+    if not (Path(root) / ".git").exists():
+        return unknown
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "--no-optional-locks", "-C", str(root), "status", "--porcelain",
+                                 "--untracked-files=all"],  # read only: never takes the index lock
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return unknown
+    if head.returncode != 0 or not head.stdout.strip():
+        return unknown
+    dirty = None
+    if status.returncode == 0:
+        dirty = any(not line.startswith("??") or line[3:].strip('"').startswith(CODE_FOLDERS)
+                    for line in status.stdout.splitlines() if line.strip())
+    return {"commit": head.stdout.strip(), "dirty": dirty}
+
+
+def git_state() -> dict[str, Any]:
+    """:func:`read_git_state` of the checkout dsgen runs from, read once per process (the code a process
+    imports is the code of its start)."""
+    global _GIT
+    if _GIT is None:
+        _GIT = read_git_state(Path(__file__).resolve().parents[1])
+    return _GIT
+
+
 def git_commit() -> str | None:
-    """The commit of the checkout dsgen runs from (None when installed from a package); read once per process."""
-    global _COMMIT
-    if _COMMIT == "":
-        import subprocess
-
-        root = Path(__file__).resolve().parents[1]
-        _COMMIT = None
-        if (root / ".git").exists():
-            try:
-                out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                     timeout=10)
-                _COMMIT = (out.stdout.strip() or None) if out.returncode == 0 else None
-            except (OSError, subprocess.SubprocessError):
-                _COMMIT = None
-    return _COMMIT
+    """The commit of the checkout dsgen runs from (None when installed from a package); whether the tree
+    differs from it is :func:`git_state`'s ``dirty``."""
+    return git_state()["commit"]
 
 
-_COMMIT: str | None = ""
+_GIT: dict[str, Any] | None = None
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that determine results, for sidecars and result files (and the git
-    commit of a checkout dsgen runs from)."""
+def package_versions() -> dict[str, Any]:
+    """Versions of the packages that determine results, for sidecars and result files (and, run from a
+    checkout, its git commit ``dsgen_git_commit`` and ``dsgen_git_dirty``: true when the code differs
+    from that commit, so the commit alone does not say what ran)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -193,9 +220,10 @@ def package_versions() -> dict[str, str]:
             out[name] = version(name)
         except PackageNotFoundError:
             pass
-    commit = git_commit()
-    if commit:
-        out["dsgen_git_commit"] = commit
+    git = git_state()
+    if git["commit"]:
+        out["dsgen_git_commit"] = git["commit"]
+        out["dsgen_git_dirty"] = git["dirty"]
     return out
 
 

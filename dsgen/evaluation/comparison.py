@@ -213,7 +213,7 @@ class Comparison:
                         "trainer": (plan.get("method") or {}).get("trainer"), "learning_rate": trainer.get("learning_rate"),
                         "epochs": trainer.get("epochs"), "eval_dtype": (plan.get("evaluation") or {}).get("dtype"),
                         "run_key": r.extra.get("run_key"), "dsgen_version": r.versions.get("dsgen"),
-                        "git_commit": r.versions.get("dsgen_git_commit")}
+                        "git_commit": r.versions.get("dsgen_git_commit"), "git_dirty": r.versions.get("dsgen_git_dirty")}
                 for task, score in r.tasks.items():
                     for metric, value in vars(score).items():
                         if metric != "n_pairs" and value is not None:

@@ -31,9 +31,10 @@ def provenance(**extra: Any) -> dict[str, Any]:
         dsgen_version = version("dsgen")
     except PackageNotFoundError:
         dsgen_version = "unknown"
-    from dsgen.artifacts import git_commit
+    from dsgen.artifacts import git_commit, git_state
 
-    return {"dsgen_version": dsgen_version, "git_commit": git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+    return {"dsgen_version": dsgen_version, "git_commit": git_commit(), "git_dirty": git_state()["dirty"],
+            **{k: v for k, v in extra.items() if v is not None}}
 
 
 def check_target_folder(target: Path) -> Path:
