@@ -4,34 +4,61 @@ much from the training seed on fixed data, for each method and for the paired di
     python -m dsgen.benchmarks.variance runs/variance cpu cpu-no-selection ...
 
 reads every result file under ``<runs>/results/<preset>/`` (one folder per preset named) and prints Markdown:
-per (preset, method) the mean over runs, ``train_sd`` (between training seeds on one dataset, pooled),
+per (preset, method, variant) the mean over runs, ``train_sd`` (between training seeds on one dataset, pooled),
 ``data_sd`` (between datasets beyond what training explains), ``total_sd`` of one run, and the half-width of
 the nested 95% interval of the mean that the design gives; then the same for the differences of paired runs,
 and, for every preset after the first, for the difference of each run from the same run (data seed, training
 seed) under the first preset: what that preset's change of settings does.
 It computes with :mod:`dsgen.evaluation.statistics`, as ``dsgen compare`` does.
+
+A method's runs under other settings (another ``--encoder`` or ``--generator``, an edited preset) are in
+another variant folder (``results/<preset>/<method>/<variant>/``) and stay a row of their own, named
+``method (variant)`` when a method has several: runs of different variants are never pooled or
+overwritten by one another. Differences pair a variant of one method with the variants of the other that
+the same command-line settings made (the plan's ``overrides``), and a later preset's variant with the first
+preset's of the same method and overrides.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 PAIRS = (("rise", "rise-dino"), ("human", "base"), ("dino", "base"), ("human", "dino"))
 
 
-def scores(runs: Path, preset: str) -> dict[str, dict[tuple[int, int], float]]:
-    """method -> (data seed, training seed) -> average score, over every variant folder of the preset."""
-    out: dict[str, dict[tuple[int, int], float]] = {}
+@dataclass
+class Variant:
+    """The runs of one variant folder of a method: (data seed, training seed) -> average score."""
+
+    method: str
+    variant: str
+    overrides: str  # the command-line settings that made it (JSON), which pairs it with other methods' variants
+    values: dict[tuple[int, int], float] = field(default_factory=dict)
+    label: str = ""
+
+
+def scores(runs: Path, preset: str) -> list[Variant]:
+    """The runs of every variant folder of the preset, one :class:`Variant` each, labelled by the method, or
+    ``method (variant)`` for a method with several variant folders."""
+    found: dict[tuple[str, str], Variant] = {}
     for path in sorted((runs / "results" / preset).glob("*/*/data-*-seed-*.json")):
-        if path.name.endswith(".failed.json"):
+        if path.name.endswith((".failed.json", ".meta.json")):
             continue
         r = json.loads(path.read_text())
         tasks = r["tasks"]
         run = (r.get("data_seed") if r.get("data_seed") is not None else r["seed"], r["seed"])
-        out.setdefault(r["method"], {})[run] = sum(t["spearman"] for t in tasks.values()) / len(tasks)
+        overrides = json.dumps((r.get("extra", {}).get("plan") or {}).get("overrides") or {}, sort_keys=True)
+        key = (r["method"], path.parent.name)
+        variant = found.setdefault(key, Variant(r["method"], path.parent.name, overrides))
+        variant.values[run] = sum(t["spearman"] for t in tasks.values()) / len(tasks)
+    out = sorted(found.values(), key=lambda v: (v.method, v.variant))
+    for v in out:
+        several = sum(w.method == v.method for w in out) > 1
+        v.label = f"{v.method} ({v.variant})" if several else v.method
     return out
 
 
@@ -52,22 +79,27 @@ def report(runs: Path, presets: list[str]) -> str:
     lines = []
     by_preset = {preset: scores(runs, preset) for preset in presets}
     first = by_preset[presets[0]]
-    for preset, s in by_preset.items():
-        if not s:
+    for preset, variants in by_preset.items():
+        if not variants:
             continue
-        rows = [row(m, v) for m, v in sorted(s.items()) if m != "base"]
+        rows = [row(v.label, v.values) for v in variants if v.method != "base"]
         for a, b in PAIRS:
-            if a in s and b in s:
-                common = sorted(set(s[a]) & set(s[b]) if b != "base" else set(s[a]))
-                ref = s[b] if b != "base" else None
-                diff = {k: s[a][k] - (ref[k] if ref is not None else next(iter(s[b].values()))) for k in common}
-                if diff:
-                    rows.append(row(f"{a} - {b}", diff))
+            for va in (v for v in variants if v.method == a):
+                for vb in (v for v in variants if v.method == b and v.overrides == va.overrides):
+                    if b == "base":  # untrained: one number for every run
+                        diff = {k: x - next(iter(vb.values.values())) for k, x in sorted(va.values.items())}
+                    else:
+                        diff = {k: va.values[k] - vb.values[k] for k in sorted(set(va.values) & set(vb.values))}
+                    if diff:
+                        rows.append(row(f"{va.label} - {vb.label}", diff))
         if preset != presets[0]:  # the same runs under the first preset's settings: what this preset's change does
-            for m in sorted(set(s) & set(first) - {"base"}):
-                common = sorted(set(s[m]) & set(first[m]))
-                if common:
-                    rows.append(row(f"{m}: {preset} - {presets[0]}", {k: s[m][k] - first[m][k] for k in common}))
+            for v in variants:
+                for ref in (w for w in first if w.method == v.method != "base" and w.overrides == v.overrides):
+                    common = sorted(set(v.values) & set(ref.values))
+                    if common:
+                        rows.append(row(f"{v.label}: {preset} - {presets[0]}" if ref.label == v.label else
+                                        f"{v.label}: {preset} - {ref.label}: {presets[0]}",
+                                        {k: v.values[k] - ref.values[k] for k in common}))
         lines += [f"### `{preset}`", "", pd.DataFrame(rows).to_markdown(index=False, floatfmt=".2f"), ""]
     return "\n".join(lines)
 

@@ -38,3 +38,31 @@ def test_a_later_preset_is_compared_run_by_run_with_the_first(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| dino: b - a"))
     cells = [c.strip() for c in row.split("|")[2:-1]]
     assert cells[:2] == ["4", "0.75"] and float(cells[2]) == 0.0 and float(cells[3]) == 0.0
+
+
+def test_two_variants_of_a_method_stay_apart_and_pair_with_their_own_base(tmp_path):
+    """Runs of one method under other settings (here ``--encoder``) are another variant folder: a row of
+    their own, never pooled with or overwritten by the first variant's runs of the same seeds, and their
+    difference to ``base`` taken against the base made with the same settings."""
+    from dsgen.benchmarks.variance import report
+
+    settings = {"v-default": ({}, 50.0, 40.0), "v-other": ({"encoder": "other"}, 60.0, 45.0)}
+    for variant, (overrides, level, base) in settings.items():
+        extra = {"variant": variant, "plan": {"overrides": overrides}}
+        for d in (1, 2):
+            for t in (1, 2):
+                value = level + d + 0.5 * t
+                r = Result("m", {"stsb": TaskScore(value, value, 10)}, method="dino", preset="p", seed=t, data_seed=d,
+                           extra=extra)
+                r.save(tmp_path / "results" / "p" / "dino" / variant / f"data-{d}-seed-{t}.json")
+        r = Result("m", {"stsb": TaskScore(base, base, 10)}, method="base", preset="p", seed=1, data_seed=1,
+                   extra={**extra, "variant": f"b-{variant}"})
+        r.save(tmp_path / "results" / "p" / "base" / f"b-{variant}" / "data-1-seed-1.json")
+    text = report(tmp_path, ["p"])
+    lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in text.splitlines()
+             if line.startswith("| ") and not line.startswith("|  ") and "runs" not in line}
+    assert "dino (v-default)" in lines and "dino" not in lines, text  # not one row of both variants' runs
+    assert lines["dino (v-default)"][:2] == ["4", "52.25"] and lines["dino (v-other)"][:2] == ["4", "62.25"]
+    assert lines["dino (v-default) - base (b-v-default)"][:2] == ["4", "12.25"]
+    assert lines["dino (v-other) - base (b-v-other)"][:2] == ["4", "17.25"]
+    assert not any(name.startswith("dino (v-default) - base (b-v-other)") for name in lines)  # other settings
