@@ -44,7 +44,7 @@ OutOpt = Annotated[Path, typer.Option(help="Folder for cached datasets, result f
 PublishOpt = Annotated[Optional[Path], typer.Option(help="Also write the tables under DIR/<preset>/ (e.g. the committed results/).")]
 DataDirOpt = Annotated[Optional[str], typer.Option(help="STS data folder (default: $DSGEN_DATA_DIR).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
-BackendOpt = Annotated[str, typer.Option(help="Generation backend: local (this process) or ray (pip install 'dsgen[ray]').")]
+BackendOpt = Annotated[str, typer.Option(help="Generation backend: local (this process) or ray (pip install 'dsgen\\[ray]').")]
 AddressOpt = Annotated[Optional[str], typer.Option(help="Ray cluster: auto or HOST:PORT (default: a local Ray for the run).")]
 WorkersOpt = Annotated[Optional[int], typer.Option(help="Ray actors (default: 1 per GPU with --device cuda, else 2).")]
 CpusPerWorkerOpt = Annotated[Optional[int], typer.Option(

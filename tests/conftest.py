@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import string
 import tempfile
@@ -79,16 +80,39 @@ def tiny_lm_dir(tmp_path_factory, tiny_lm):
     return path
 
 
+def in_ci() -> bool:
+    """Whether the tests run in CI (``CI`` set to anything but empty, 0 or false), where nothing a test
+    needs may be missing: what skips on a developer machine fails there."""
+    return os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def missing(message: str, ci: str) -> None:
+    """Skip the test with ``message`` on a developer machine; fail it in CI, saying why (``ci``)."""
+    if in_ci():
+        pytest.fail(f"{message} ({ci})", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def require(module: str, extra: str | None = None):
+    """``import module`` for a test that needs an optional extra (``dsgen[extra]``; None: a dependency of
+    dsgen itself): the module, or the test skipped on a developer machine without it and failed in CI,
+    where the extras are installed and a missing one must not pass unnoticed. Works at module level too.
+    A module that is there but fails to import raises, as with ``pytest.importorskip``: a broken install
+    is an error everywhere."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        install = f"pip install 'dsgen[{extra}]'" if extra else "pip install dsgen"
+        missing(f"needs '{module}' ({exc}); {install}", "CI installs every extra")
+
+
 @pytest.fixture(scope="session")
 def sts_data_dir():
     """The shared STS data. Missing: the tests that need it skip on a developer machine, and fail
     in CI (``CI`` set), where a missing data pack must not pass unnoticed."""
     path = Path(os.environ.get("DSGEN_DATA_DIR", SHARED_DATA))
     if not path.is_dir():
-        message = f"shared STS data not found at {path}; set DSGEN_DATA_DIR"
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail(message + " (CI must have the data pack)")
-        pytest.skip(message)
+        missing(f"shared STS data not found at {path}; set DSGEN_DATA_DIR", "CI must have the data pack")
     return path
 
 

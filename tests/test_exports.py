@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from dsgen.encoders import load_encoder
+from tests.conftest import require
 from tests.test_cli import dsgen, tree
 
 
@@ -168,7 +169,7 @@ def test_a_raw_encoder_keeps_its_standardisation_in_the_folder(tmp_path, sts_dat
 
 
 def test_results_load_with_mtebs_own_loader_and_equal_dsgens(exported, tmp_path):
-    mteb = pytest.importorskip("mteb")
+    mteb = require("mteb", "mteb")
     root, preset, env, result = exported
     res = dsgen("export", "mteb", str(root / "runs"), "--out", str(tmp_path / "mt"), env=env)
     assert res.returncode == 0, res.stderr
@@ -188,7 +189,7 @@ def test_results_load_with_mtebs_own_loader_and_equal_dsgens(exported, tmp_path)
 
 @pytest.mark.slow
 def test_the_minilm_export_matches_the_numbers_mteb_publishes(tmp_path, sts_data_dir):
-    mteb = pytest.importorskip("mteb")
+    mteb = require("mteb", "mteb")
     from tests.evaluation.test_sts_eval import MTEB_MINILM_L6
 
     res = dsgen("eval", "minilm-l6", "--tasks", "mteb", "--device", "cpu", "--json", str(tmp_path / "m.json"),

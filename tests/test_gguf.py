@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
-torch = pytest.importorskip("torch")
+from tests.conftest import require
+
+gguf = require("gguf")
+torch = require("torch")
 
 from dsgen.errors import DsgenError  # noqa: E402
 from dsgen.models import (  # noqa: E402

@@ -7,7 +7,7 @@ import torch
 
 from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig, reference_decode, same_output
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
-from tests.conftest import build_tiny_lm
+from tests.conftest import build_tiny_lm, require
 from tests.generation.test_decoding import QuoteBias, check_rederived, make_requests
 
 pytestmark = pytest.mark.gpu
@@ -48,7 +48,7 @@ def test_float32_by_default_and_bfloat16_on_request(tiny_lm_dir):
 
 
 def test_ray_actor_takes_one_gpu(tiny_lm_dir, tmp_path):
-    ray = pytest.importorskip("ray")
+    ray = require("ray", "ray")
     from dsgen.generation.ray_backend import RayBackend
 
     cfg = GenerationConfig(generator=str(tiny_lm_dir), sampling=SamplingConfig(max_new_tokens=8), chunk_inputs=2,

@@ -61,7 +61,7 @@ def test_the_papers_figures_are_shown_as_printed():
 
 
 def test_the_report_header_follows_the_preset():
-    scores = {"a": runs([53.0, 55.0, 54.0]), "b": runs([50.0, 52.0, 51.0])}
+    scores = {"a": runs([53.0, 55.4, 54.1]), "b": runs([50.0, 52.0, 51.0])}
     verdicts = judge_all([claim()], scores)
     means = {m: float(np.mean(list(v.values()))) for m, v in scores.items()}
     two_level = claims_markdown(verdicts, means, {"preset": "p", "encoders": ["e"], "png": "x.png",
@@ -72,7 +72,10 @@ def test_the_report_header_follows_the_preset():
                                                  "runs": [(1, 1), (2, 2)], "tasks": ["sts12", "sts13", "sts14", "sts15",
                                                                                      "sts16", "stsb", "sickr-test"]})
     assert "seeds [1, 2] (each its own data)" in diagonal and "DINO's Table 1 columns" in diagonal
-    assert "| ± |" in two_level.replace("  ", " ") or "±" in two_level
+    table = [[c.strip() for c in line.strip("|").split("|")] for line in two_level.splitlines() if line.startswith("|")]
+    header, row = table[0], dict(zip(table[0], table[2]))
+    assert verdicts[0].half_width > 0.1  # a width to show, not 0 for any column
+    assert "±" in header and float(row["±"]) == pytest.approx(verdicts[0].half_width, abs=0.005)  # its own column
 
 
 def test_figures_no_comparison_can_test_are_listed_with_why():

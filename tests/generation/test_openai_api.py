@@ -23,6 +23,7 @@ from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.openai_api import (SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply)
 from dsgen.taskspec import OutputFormat
+from tests.conftest import require
 from tests.generation.fake_openai_server import HTML, RATE_LIMITED, SERVER_ERROR, FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -399,8 +400,8 @@ def transformers_server(tmp_path):
     """``transformers serve`` on 127.0.0.1, pinned to the dequantised SmolLM2-135M-Instruct folder;
     yields (base URL, model id, stop). Offline, on the CPU, one thread: on a shared 2-core machine a
     24-token request takes ~1 s with one thread and 3-10 s with torch's default."""
-    pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
+    require("fastapi", "serving")
+    require("uvicorn", "serving")
     exe = Path(sys.executable).with_name("transformers")
     if not exe.exists():
         pytest.skip(f"no transformers CLI beside {sys.executable}")

@@ -13,8 +13,9 @@ import pytest
 
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 from dsgen.generation.decoding import SamplingConfig
+from tests.conftest import require
 
-ray = pytest.importorskip("ray", reason="the Ray backend is an optional extra: pip install 'dsgen[ray]'")
+ray = require("ray", "ray")  # the Ray backend is an optional extra
 
 INPUTS = [f"Sentence number {i} is {'quite ' * (i % 3)}short." for i in range(10)]
 
