@@ -12,6 +12,10 @@ its kind's base class and sets its ``name``, so a name is written once: in the d
 | ``citation`` | BibTeX of the paper it reproduces (model and dataset cards carry it) |
 | ``get_config_dict()`` | its settings as plain JSON values (run cards, keys, ``dsgen plan``) |
 
+A labeller and a reweighter (:class:`PairStage`) also say which models they load besides the run's
+generator (``models(plan)``: their fingerprints enter the run key) and whether they judge with the
+generator LM itself (``needs_generator_lm()``: the planner refuses that when the generator is an API).
+
 Third-party packages add components through their kind's entry-point group (``dsgen.generators``,
 ``dsgen.labellers``, ``dsgen.reweighters``, ``dsgen.trainers``), as methods do through
 ``dsgen.methods`` (see ``examples/plugin/``).
@@ -52,3 +56,16 @@ class Component:
     def get_config_dict(self) -> dict[str, Any]:
         """The component's settings as plain JSON values, named by its kind (``{"trainer": "regression", ...}``)."""
         return {self.kind: self.name, **self.config.to_dict()}
+
+
+class PairStage(Component):
+    """A stage that reads the postprocessed pairs before training (a labeller, a reweighter): the component
+    contract and what the planner asks of such a stage (see the module docstring)."""
+
+    def models(self, plan: Any) -> list[str]:
+        """Names of the models it loads besides the run's generator (their fingerprints enter the run key)."""
+        return []
+
+    def needs_generator_lm(self) -> bool:
+        """Whether it judges or scores with the run's generator LM (impossible when that is an API)."""
+        return False

@@ -20,7 +20,8 @@ from typing import Any
 from dsgen.config import Config
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
-from dsgen.labelling.base import LABELLERS, LabelContext, Labeller, LabelReport
+from dsgen.labelling.base import (LABELLERS, MAX_ABSTENTION_SHARE, LabelContext, Labeller, LabelReport,
+                                   check_abstention_share)
 
 # CLAIF's scoring prompt (xiami2019/CLAIF@34f0dce:modeling.py#L197-L200, the double space included) asks for a score
 # from 0.0 to 1.0 and parses the first number of a sampled answer. A single next-token digit cannot say 0.0-1.0, so
@@ -44,6 +45,9 @@ class LmJudgeConfig(Config):
             smoothing 0.2 to the judge's score: ``0.8 * score + 0.1``).
         judge_random_pairs: judge DINO's random augmentation pairs too; False keeps their label 0 (CLAIF adds
             them after scoring, unsmoothed).
+        max_abstention_share: the run fails when the judge gives no score for more than this share of the pairs
+            (:data:`dsgen.labelling.base.MAX_ABSTENTION_SHARE`, 0.1, says why); this local judge always gives one,
+            a served one (``api-judge``) may not.
         batch_size: prompts scored together.
         device / dtype: of a judge model of its own.
     """
@@ -56,6 +60,7 @@ class LmJudgeConfig(Config):
     replace_label: bool = True
     label_smoothing: float = 0.0
     judge_random_pairs: bool = True
+    max_abstention_share: float = MAX_ABSTENTION_SHARE
     batch_size: int = 32
     device: str = "auto"
     dtype: str = "float32"
@@ -65,6 +70,7 @@ class LmJudgeConfig(Config):
             raise DsgenError("the judge's prompt must contain {x1} and {x2}")
         if not 1 <= self.max_score <= 9:
             raise DsgenError(f"max_score must be a single digit from 1 to 9 (got {self.max_score})")
+        check_abstention_share(self.max_abstention_share)
 
 
 @LABELLERS.register("lm-judge")
@@ -86,10 +92,12 @@ class LmJudge(Labeller):
     def needs_generator_lm(self) -> bool:
         return self.config.model == "generator"
 
-    def label_of(self, pair: Pair, score: float) -> Any:
+    def label_of(self, pair: Pair, score: float | None) -> Any:
         cfg = self.config
         if not cfg.judge_random_pairs and pair.extra.get("source") == "random":
-            return pair.label
+            return pair.label  # a random pair's 0 means what a score would: it stands whatever the judge said
+        if score is None:
+            return None
         return (1.0 - cfg.label_smoothing) * score + cfg.label_smoothing / 2
 
     def lm(self, context: LabelContext) -> Any:

@@ -11,7 +11,7 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from dsgen.component import Component
+from dsgen.component import PairStage
 from dsgen.data.pairs import Pair
 from dsgen.registry import Registry
 
@@ -59,10 +59,11 @@ class ReweightReport:
     annotations: dict[str, list[Any]] = field(default_factory=dict)  # per-pair values kept in Pair.extra
 
 
-class Reweighter(Component):
+class Reweighter(PairStage):
     """Scores pairs with weights in [0, 1].
 
-    Subclasses implement :meth:`score`; :meth:`apply` returns the pairs with their ``weight``
+    Subclasses implement :meth:`score` (and, as every :class:`~dsgen.component.PairStage`, ``models`` and
+    ``needs_generator_lm`` when they load a model); :meth:`apply` returns the pairs with their ``weight``
     set (multiplied into any weight they already carry) and a summary for the result file.
     """
 
@@ -71,14 +72,6 @@ class Reweighter(Component):
     @abstractmethod
     def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
         """Return one weight in [0, 1] per pair (fitting whatever the reweighter needs first)."""
-
-    def models(self, plan: Any) -> list[str]:
-        """Names of the models this reweighter loads (their fingerprints go into the run key)."""
-        return []
-
-    def needs_generator_lm(self) -> bool:
-        """Whether it scores with the run's generator LM (impossible when that is an API)."""
-        return False
 
     def reads_source(self) -> bool:
         """Whether it reads the inputs' whole source (``ReweightContext.source``; RISE's human class):

@@ -6,7 +6,10 @@ writes it; MultiCSR's judge rates 0 to 5, so its thresholds 3.0 / 3.0 are 0.6 / 
 positive and negative pairs of an input x1 (weight 1) when every positive scores at least ``min_positive``,
 every negative at most ``max_negative``, and the lowest positive exceeds the highest negative by more than
 ``min_gap`` (MultiCSR's ``flan_filter.py#L162-L173``, filter type 15: pos >= 3, neg <= 3, pos != neg).
-Anything else gets weight 0 (dropped).
+Anything else gets weight 0 (dropped). A pair the judge gave no score (``judge_score`` None: it abstained)
+cannot be checked, so its triplet is dropped too, as MultiCSR drops a triplet whose two ratings are not both
+scores (``flan_filter.py#L155-L156``); the abstentions are counted and more than ``max_abstention_share`` of
+them fail the run, as in the labelling stage (:func:`dsgen.labelling.base.count_abstentions`).
 
 Departures: MultiCSR's judge greedily decodes a number; dsgen's reads the expected digit, so "the two
 scores differ" (almost always true of expected values) becomes a gap above ``min_gap`` (0: strictly
@@ -23,6 +26,7 @@ from typing import Any
 from dsgen.config import Config
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
+from dsgen.labelling.base import MAX_ABSTENTION_SHARE, check_abstention_share, count_abstentions
 from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport
 
 MULTICSR = """@inproceedings{wang-etal-2024-large,
@@ -41,6 +45,8 @@ class CurationConfig(Config):
             not exceed (MultiCSR: 3.0 and 3.0 of 5).
         min_gap: positive minus negative must exceed this (0: strictly greater).
         positive_label / negative_label: the pair labels of a triplet's two sides.
+        max_abstention_share: the run fails when the judge gave no score for more than this share of the pairs
+            read (:data:`dsgen.labelling.base.MAX_ABSTENTION_SHARE`, 0.1, says why).
     """
 
     min_positive: float = 0.6
@@ -48,6 +54,10 @@ class CurationConfig(Config):
     min_gap: float = 0.0
     positive_label: str = "entailment"
     negative_label: str = "contradiction"
+    max_abstention_share: float = MAX_ABSTENTION_SHARE
+
+    def __post_init__(self) -> None:
+        check_abstention_share(self.max_abstention_share)
 
 
 @REWEIGHTERS.register("self-curation")
@@ -68,15 +78,20 @@ class SelfCuration(Reweighter):
                 sides[p.text_a]["pos"].append(i)
             elif p.label == cfg.negative_label:
                 sides[p.text_a]["neg"].append(i)
+        read = [i for side in sides.values() for i in side["pos"] + side["neg"]]
+        abstentions = count_abstentions([pairs[i].extra.get("judge_score") for i in read], cfg.max_abstention_share,
+                                        f"reweighter {self.name}", "reweighting")
         weights = [0.0] * len(pairs)
         reasons: dict[str, int] = defaultdict(int)
         for x1, side in sides.items():
             if not side["pos"] or not side["neg"]:
                 reasons["incomplete"] += 1
                 continue
-            pos = [pairs[i].extra["judge_score"] for i in side["pos"]]
-            neg = [pairs[i].extra["judge_score"] for i in side["neg"]]
-            if min(pos) < cfg.min_positive:
+            pos = [pairs[i].extra.get("judge_score") for i in side["pos"]]
+            neg = [pairs[i].extra.get("judge_score") for i in side["neg"]]
+            if None in pos or None in neg:
+                reasons["abstained"] += 1
+            elif min(pos) < cfg.min_positive:
                 reasons["positive_too_low"] += 1
             elif max(neg) > cfg.max_negative:
                 reasons["negative_too_high"] += 1
@@ -87,5 +102,6 @@ class SelfCuration(Reweighter):
                     weights[i] = 1.0
         kept = sum(1 for x1, side in sides.items() if side["pos"] and weights[side["pos"][0]] == 1.0)
         info: dict[str, Any] = {"inputs": len(sides), "kept_inputs": kept, "dropped": dict(sorted(reasons.items())),
+                                **abstentions,
                                 "kept_fraction": round(sum(weights) / len(weights), 4) if weights else 0.0}
         return ReweightReport(weights, info)

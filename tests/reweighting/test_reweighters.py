@@ -200,6 +200,30 @@ def test_self_curation_keeps_triplets_the_judge_rates_apart():
         SelfCuration(CurationConfig()).apply([Pair("a", "b", "entailment")], ReweightContext(progress=False))
 
 
+def test_self_curation_drops_a_triplet_the_judge_did_not_rate():
+    """A judge's missing score (None: it abstained) is no rating: its triplet is dropped (MultiCSR keeps only
+    triplets with two scores), counted as an abstention, and more than max_abstention_share of the pairs read
+    abstaining fails the run with one line (the labelling stage's rule, one function). It raised TypeError."""
+    from dsgen.reweighting.curation import CurationConfig, SelfCuration
+
+    def pair(x1, label, score):
+        return Pair(x1, f"{x1} {label}", label, extra={"judge_score": score})
+
+    pairs = [pair("a", "entailment", 0.9), pair("a", "contradiction", None),  # abstained: dropped
+             pair("b", "entailment", 0.9), pair("b", "contradiction", 0.1)]   # kept
+    pairs += [pair(f"x{i}", label, score) for i in range(3) for label, score in (("entailment", 1.0),
+                                                                                ("contradiction", 0.0))]
+    out, summary = SelfCuration(CurationConfig()).apply(pairs, ReweightContext(progress=False))
+    assert [p.weight for p in out] == [0, 0, 1.0, 1.0] + [1.0] * 6
+    assert summary["dropped"] == {"abstained": 1} and summary["abstained"] == 1 and summary["abstained_share"] == 0.1
+    pairs[2].extra["judge_score"] = None  # 2 of 10
+    with pytest.raises(DsgenError, match=r"self-curation: the judge gave no score for 2 of 10 pairs") as err:
+        SelfCuration(CurationConfig()).apply(pairs, ReweightContext(progress=False))
+    assert "\n" not in str(err.value) and "[reweighting] max_abstention_share = 0.1" in str(err.value)
+    out, summary = SelfCuration(CurationConfig(max_abstention_share=0.2)).apply(pairs, ReweightContext(progress=False))
+    assert summary["dropped"] == {"abstained": 2} and sum(p.weight for p in out) == 6
+
+
 def test_rise_and_rise_filter_of_one_run_fit_the_sdi_classifier_once(tiny_encoder_dir, monkeypatch):
     """The classifier depends on its settings, the seed and the examples, not on how scores become weights:
     a second reweighter with another filter (rise-filter beside rise) reuses the fit."""
