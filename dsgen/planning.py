@@ -36,7 +36,9 @@ class Overrides:
     API_PREFIX = "openai:"  # --generator openai:<model>: the debiased core's place taken by the openai generator
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None}
+        from dsgen.generation.openai_api import redact_url  # a credential in --base-url is never stored
+
+        return {k: redact_url(v) if k == "base_url" else v for k, v in vars(self).items() if v is not None}
 
     @property
     def api_model(self) -> str | None:

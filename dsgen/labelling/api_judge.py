@@ -1,35 +1,66 @@
 """The LM judge through an OpenAI-compatible endpoint: the expected 0-5 score read from the log-probabilities
-the server returns for the answer's first token (``logprobs``), where it gives them.
+the server returns where the answer writes its score (``logprobs``).
 
 The same judgement as :mod:`dsgen.labelling.lm_judge` (prompt, scale, smoothing, what replaces the label),
-asked of a served model: one request per pair, ``max_tokens`` 1, greedy, with ``logprobs`` (completions) or
-``logprobs`` and ``top_logprobs`` (chat); the digits' probabilities among the top tokens are normalised over
-the digits. Requests go through the ``openai`` generator's client (bounded concurrency, retries, one cached
-file per request: a rerun asks nothing). A server that returns no log-probabilities (``transformers serve``
-ignores the field) is a one-line error: use ``lm-judge`` with a local model there. An answer whose top tokens
-hold no digit gives no score: the pair keeps its label, and the summary counts it (``no_score``). A chat
-endpoint cannot be given the start of the answer (no assistant prefill): a chat judge takes no
-``answer_prefix``.
+asked of a served model: one request per pair, greedy, up to ``max_tokens`` tokens, with ``logprobs``
+(completions) or ``logprobs`` and ``top_logprobs`` (chat). Requests go through the ``openai`` generator's
+client (:class:`~dsgen.generation.openai_api.ApiClient`: bounded concurrency, retries, refusals recorded, one
+cached file per request: a rerun asks nothing).
+
+**Where the score is read.** The answer is parsed as CLAIF parses its judge's
+(xiami2019/CLAIF@34f0dce:modeling.py#L225-L237): its first number (``[0-9\\.]*[0-9]``, whatever precedes it:
+a space, words, markup). None, or one outside 0 to ``max_score``, gives no score: the judge abstains (CLAIF
+drops such an answer; the labelling stage counts abstentions). The score is then read where that number is
+written: at the answer token that holds its first digit, the digits' probabilities among the top tokens,
+normalised over the digits 0 to ``max_score``, give the expected digit, as the local judge reads it. That
+token is not always the first: SmolLM2's tokenizer writes ``" 4"`` as ``" "`` then ``"4"``, so a judge that
+read the first token only saw a space and abstained on every pair. Where the top tokens there hold no digit
+(a number spelled in one token with what follows it), the number as written is the score. A server that
+returns no log-probabilities (``transformers serve`` ignores the field) is a one-line error: use
+``lm-judge`` with a local model there. A request the server refuses (a 4xx, an answer that is not a
+completion) gives no score either. A chat endpoint cannot be given the start of the answer (no assistant
+prefill): a chat judge takes no ``answer_prefix``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
+from dsgen.generation.openai_api import (TRANSPORT, ApiClient, MaskedUrlConfig, check_base_url, check_extra_body,
+                                         redact_url, resolve_base_url)
 from dsgen.labelling.base import LABELLERS, LabelContext, LabelReport
 from dsgen.labelling.lm_judge import LmJudge, LmJudgeConfig
 
+NUMBER = re.compile(r"[0-9\.]*[0-9]")  # CLAIF's (modeling.py#L225): the first match is the score
+
+
+def written_score(text: str, max_score: int) -> float | None:
+    """The score an answer writes, read as CLAIF reads it (``modeling.py#L225-L237``): the first number of
+    the stripped text, when it lies in 0 to ``max_score``; None when there is none, it is out of range or
+    it is not a number (``1.2.3``)."""
+    match = NUMBER.search(text.strip())
+    if match is None:
+        return None
+    try:
+        value = float(match.group())
+    except ValueError:
+        return None
+    return value if 0 <= value <= max_score else None
+
 
 @dataclass
-class ApiJudgeConfig(LmJudgeConfig):
+class ApiJudgeConfig(MaskedUrlConfig, LmJudgeConfig):
     """:class:`LmJudgeConfig` for a served model. Args (besides the judge's): ``model``, ``base_url``,
-    ``api_key_env``, ``concurrency``, ``max_retries``, ``timeout`` as the ``openai`` generator's;
-    ``top_logprobs``: how many top tokens a chat answer lists (their digits are read)."""
+    ``api_key_env``, ``concurrency``, ``max_retries``, ``timeout``, ``extra_body`` as the ``openai``
+    generator's; ``top_logprobs``: how many top tokens a chat answer lists at each position (their digits are
+    read); ``max_tokens``: the answer's length, enough to reach a score written after a space, markup or a few
+    words (``I would rate it 4``)."""
 
     model: str = ""
     base_url: str = ""
@@ -38,12 +69,21 @@ class ApiJudgeConfig(LmJudgeConfig):
     max_retries: int = 5
     timeout: float = 60.0
     top_logprobs: int = 5  # OpenAI's legacy completions endpoint gives at most 5
+    max_tokens: int = 16
     extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.base_url:
+            check_base_url(self.base_url)
+        check_extra_body(self.extra_body, "api-judge")
+        if self.max_tokens < 1:
+            raise DsgenError(f"api-judge setting max_tokens must be at least 1 (got {self.max_tokens})")
 
 
 @LABELLERS.register("api-judge")
 class ApiJudge(LmJudge):
-    """The LM judge's score from a served model's first-token log-probabilities (module docstring)."""
+    """The LM judge's score from a served model's log-probabilities where it writes the score (module docstring)."""
 
     config_class = ApiJudgeConfig
 
@@ -54,71 +94,59 @@ class ApiJudge(LmJudge):
         return False
 
     def get_config_dict(self) -> dict[str, Any]:
-        """The settings, with the endpoint as it will be asked (``$OPENAI_BASE_URL`` resolved), and without
-        how requests travel (concurrency, retries, timeout, the key's variable)."""
-        out = {k: v for k, v in super().get_config_dict().items()
-               if k not in ("concurrency", "max_retries", "timeout", "api_key_env", "device", "dtype")}
-        from dsgen.generation.openai_api import resolve_base_url
+        """The settings, with the endpoint as it will be asked (``$OPENAI_BASE_URL`` resolved, credentials
+        masked), and without how requests travel (:data:`~dsgen.generation.openai_api.TRANSPORT`) or where a
+        local judge would run."""
+        out = {k: v for k, v in super().get_config_dict().items() if k not in TRANSPORT and k not in ("device", "dtype")}
+        return {**out, "base_url": redact_url(resolve_base_url(self.config.base_url))}
 
-        return {**out, "base_url": resolve_base_url(self.config.base_url)}
-
-    def generator(self) -> Any:
-        from dsgen.generation.openai_api import OpenAIConfig, OpenAIGenerator
-
+    def client(self) -> ApiClient:
         cfg = self.config
         if not cfg.model:
             raise DsgenError("the api-judge needs the served model: set [labelling] model")
         if cfg.chat and cfg.answer_prefix:
             raise DsgenError("a chat endpoint cannot be given the start of an answer: set [labelling] answer_prefix = \"\" "
                              "or chat = false")
-        logprobs = {"logprobs": True, "top_logprobs": cfg.top_logprobs} if cfg.chat else {"logprobs": cfg.top_logprobs}
-        return OpenAIGenerator(OpenAIConfig(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-                                            mode="chat" if cfg.chat else "completions", max_tokens=1, temperature=0.0,
-                                            top_p=1.0, concurrency=cfg.concurrency, max_retries=cfg.max_retries,
-                                            timeout=cfg.timeout, extra_body={**cfg.extra_body, **logprobs}))
+        # a refused request is an abstention: more refusals than the abstention share allows fail the run at once
+        return ApiClient(cfg.model, "chat" if cfg.chat else "completions", cfg.base_url, cfg.api_key_env,
+                         cfg.concurrency, cfg.max_retries, cfg.timeout,
+                         float(getattr(cfg, "max_abstention_share", 1.0)), "api-judge",
+                         "[labelling] max_abstention_share")
 
     def score(self, pairs: list[Pair], context: LabelContext) -> LabelReport:
-        from dsgen.generation.openai_api import RequestCache, Sample
-        from dsgen.identity import request_key
-        from dsgen.progress import progress_bar
+        from dsgen.generation.openai_api import RequestCache
 
         cfg = self.config
-        gen = self.generator()
-        body = dict(gen.config.extra_body, max_tokens=1, temperature=0.0, top_p=1.0)
-        samples: dict[str, Sample] = {}
-        order = []
+        client = self.client()
+        logprobs = {"logprobs": True, "top_logprobs": cfg.top_logprobs} if cfg.chat else {"logprobs": cfg.top_logprobs}
+        body = {**cfg.extra_body, **logprobs, "max_tokens": cfg.max_tokens, "temperature": 0.0, "top_p": 1.0}
+        samples = []
         for p in pairs:
             text = cfg.prompt.format(x1=p.text_a, x2=p.text_b or "")
             if cfg.chat:
                 request = {"model": cfg.model, "messages": [{"role": "user", "content": text}], **body}
             else:
                 request = {"model": cfg.model, "prompt": text + cfg.answer_prefix, **body}
-            key = request_key(gen.config.mode, gen.base_url, cfg.model, request)
-            samples.setdefault(key, Sample(p.text_a, "", 0, request, key))
-            order.append(key)
-        cache = RequestCache(Path(context.cache or ".") / "api-judge")
-        records = {k: r for k in samples if (r := cache.get(k)) is not None}
-        todo = [s for k, s in samples.items() if k not in records]
-        counts = {"requests_made": 0, "requests_cached": len(records), "retries": 0}
-        with progress_bar(f"label via {cfg.model}", total=len(samples), unit="requests",
-                          enabled=context.progress) as advance:
-            advance(len(records))
-            gen.run_requests(todo, gen.api_key(), cache, records, counts, advance, 1)
-        scores = {k: self.expected(records[k]["response"], gen.endpoint) for k in samples}
-        return LabelReport([scores[k] for k in order], {"judge": f"{cfg.model} at {gen.base_url}", **counts})
+            samples.append(client.sample(request, p.text_a))
+        records, counts = client.ask(samples, RequestCache(Path(context.cache or ".") / "api-judge"),
+                                     f"label via {cfg.model}", context.progress)
+        read = {key: self.read(record, client.endpoint) for key, record in records.items()}
+        how = [read[s.key][1] for s in samples]
+        info = {"judge": f"{cfg.model} at {client.base_url}", **counts,
+                "scores_read": {w: how.count(w) for w in ("expected", "written", "no_number", "refused")}}
+        return LabelReport([read[s.key][0] for s in samples], info)
 
-    def expected(self, response: dict[str, Any], where: str) -> float | None:
-        """E[digit] / max_score from the answer's first-token top log-probabilities."""
+    def read(self, record: dict[str, Any], where: str) -> tuple[float | None, str]:
+        """(score / max_score or None, how it was read: ``expected``, ``written``, ``no_number``, ``refused``)
+        of one answer (module docstring)."""
+        if record.get("refused"):
+            return None, "refused"
         cfg = self.config
-        try:
-            choice = response["choices"][0]
-            if cfg.chat:
-                top = {t["token"]: t["logprob"] for t in choice["logprobs"]["content"][0]["top_logprobs"]}
-            else:
-                top = choice["logprobs"]["top_logprobs"][0]
-        except (KeyError, IndexError, TypeError):
-            raise DsgenError(f"api-judge: {where} returned no log-probabilities (the server ignores `logprobs`); use "
-                             "the labeller lm-judge with a local model") from None
+        positions = self.positions(record.get("response"), where)
+        value = written_score(record["text"], cfg.max_score)
+        if value is None:
+            return None, "no_number"
+        top = next((top for token, top in positions if any(c in "0123456789" for c in token)), {})
         mass = [0.0] * (cfg.max_score + 1)
         for token, logprob in top.items():
             digit = str(token).strip()
@@ -126,5 +154,22 @@ class ApiJudge(LmJudge):
                 mass[int(digit)] += math.exp(logprob)
         total = sum(mass)
         if total <= 0:
-            return None  # no digit among the top tokens: no score, the pair keeps its label
-        return sum(d * m for d, m in enumerate(mass)) / total / cfg.max_score
+            return value / cfg.max_score, "written"
+        return sum(d * m for d, m in enumerate(mass)) / total / cfg.max_score, "expected"
+
+    def positions(self, response: Any, where: str) -> list[tuple[str, dict[str, float]]]:
+        """(token, top log-probabilities there) for every answer token; a one-line error when the server
+        returned none."""
+        try:
+            logprobs = response["choices"][0]["logprobs"]
+            if self.config.chat:
+                out = [(str(t["token"]), {str(x["token"]): x["logprob"] for x in t["top_logprobs"]})
+                       for t in logprobs["content"]]
+            else:
+                out = [(str(t), dict(top or {})) for t, top in zip(logprobs["tokens"], logprobs["top_logprobs"])]
+        except (KeyError, IndexError, TypeError):
+            out = []
+        if not out:
+            raise DsgenError(f"api-judge: {where} returned no log-probabilities (the server ignores `logprobs`); use "
+                             "the labeller lm-judge with a local model")
+        return out

@@ -6,7 +6,9 @@ a function of the prompt (or messages) and the request's ``seed`` (:func:`comple
 refuses fields it does not know (422). A test can script what the first requests get (a 429, a 500,
 a malformed body), make the server die after k answers (:attr:`die_after`: it stops listening, as a
 killed server), or hold every request after k answers until :meth:`release` (to kill the client
-mid-run). It counts what it received and answered per request (prompt, seed).
+mid-run). It counts what it received and answered per request (prompt, seed), and keeps each request's
+query parameters and ``Authorization`` header. A request that asks for ``logprobs`` is a judge's: it is
+answered as a judge model writes its score (:func:`judge_tokens`), token by token.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl
 
 KNOWN_FIELDS = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
                 "n", "stop", "stream", "logprobs", "top_logprobs"}
@@ -53,6 +56,36 @@ def digit_logprobs(what: Any) -> dict[str, float]:
     out = {d: math.log(w / total) for d, w in zip(DIGITS, weights)}
     out[" The"] = math.log(2 / total)
     return out
+
+
+JUDGE_STYLES = ("space", "token", "words", "none", "out-of-range")
+
+
+def judge_tokens(what: Any, style: str | None = None) -> list[tuple[str, dict[str, float]]]:
+    """A judge's answer as (token, top log-probabilities at that position), as a server that gives logprobs
+    returns it; the digits' distribution is :func:`digit_logprobs` wherever the score is written.
+
+    Styles (None: ``space`` or ``token``, by the prompt): ``space``, SmolLM2's tokenizer: a space token, then
+    the digit (``" "``, ``"4"``); ``token``, a GPT-style tokenizer: the spaced digit is one token (``" 4"``);
+    ``words``: words before the digit (``" about"``, ``" "``, ``"4"``); ``none``: no number (``" The"``,
+    ``" two"``); ``out-of-range``: a number above the scale (``" "``, ``"7"``)."""
+    import math
+
+    digits = digit_logprobs(what)
+    best = max((d for d in digits if d.strip().isdigit()), key=digits.get)
+    style = style or ("space", "token")[_hash(what, "style") % 2]
+    space = {" ": math.log(0.9), " The": math.log(0.06), "\n": math.log(0.04)}
+    if style == "space":
+        return [(" ", space), (best, digits)]
+    if style == "token":
+        return [(f" {best}", {(f" {t}" if t.isdigit() else t): v for t, v in digits.items()})]
+    if style == "words":
+        return [(" about", {" about": math.log(0.7), " 3": math.log(0.3)}), (" ", space), (best, digits)]
+    if style == "none":
+        return [(" The", {" The": math.log(0.8), " ": math.log(0.2)}), (" two", {" two": math.log(0.9)})]
+    if style == "out-of-range":
+        return [(" ", space), ("7", {"7": math.log(0.8), "4": math.log(0.2)})]
+    raise ValueError(f"unknown judge style {style!r}")
 
 
 def completion_text(prompt: str, seed: Any) -> str:
@@ -93,13 +126,16 @@ class FakeOpenAIServer:
         hold_after: answer this many requests, then hold every further one until :meth:`release` and
             drop it unanswered.
         delay: seconds each completion takes (to see how many requests a client keeps in flight).
-        logprobs: answer a request's ``logprobs`` with the top log-probabilities of the next token
+        logprobs: answer a request's ``logprobs`` with the top log-probabilities of every answer token
             (False: ignore it, as ``transformers serve`` does).
+        judge_style: how a judge writes its score (:func:`judge_tokens`; None: by the prompt).
     """
 
     def __init__(self, port: int = 0, script: list[dict[str, Any]] | None = None, die_after: int | None = None,
-                 hold_after: int | None = None, delay: float = 0.0, logprobs: bool = True) -> None:
+                 hold_after: int | None = None, delay: float = 0.0, logprobs: bool = True,
+                 judge_style: str | None = None) -> None:
         self.logprobs = logprobs
+        self.judge_style = judge_style
         self.script = list(script or [])
         self.die_after = die_after
         self.hold_after = hold_after
@@ -111,6 +147,7 @@ class FakeOpenAIServer:
         self.received: Counter = Counter()  # (path, prompt or messages, seed) -> requests received
         self.answered: Counter = Counter()  # ... -> completions sent
         self.authorization: list[str] = []
+        self.queries: list[dict[str, str]] = []  # each request's query parameters
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.released = threading.Event()
@@ -181,8 +218,9 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                chat = self.path == "/v1/chat/completions"
-                if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                path, _, query = self.path.partition("?")
+                chat = path == "/v1/chat/completions"
+                if path not in ("/v1/completions", "/v1/chat/completions"):
                     self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
                     return
                 unknown = set(body) - KNOWN_FIELDS
@@ -190,10 +228,11 @@ class FakeOpenAIServer:
                     self._send(422, json.dumps({"detail": f"Unexpected fields in the request: {sorted(unknown)}"}))
                     return
                 what = body.get("messages") if chat else body.get("prompt")
-                key = (self.path, json.dumps(what, sort_keys=True), body.get("seed"))
+                key = (path, json.dumps(what, sort_keys=True), body.get("seed"))
                 with server.lock:
                     server.received[key] += 1
                     server.authorization.append(self.headers.get("Authorization", ""))
+                    server.queries.append(dict(parse_qsl(query, keep_blank_values=True)))
                     server.bodies.append(body)
                     scripted = server.script.pop(0) if server.script else None
                     held = scripted is None and server.hold_after is not None and server.admitted >= server.hold_after
@@ -212,19 +251,23 @@ class FakeOpenAIServer:
                 time.sleep(server.delay)
                 with server.lock:
                     server.in_flight -= 1
-                top = digit_logprobs(what) if body.get("logprobs") and server.logprobs else None
+                judged = None  # a judge's request (it asks for logprobs): its answer, token by token
+                if body.get("logprobs"):
+                    judged = judge_tokens(what, server.judge_style)[:body.get("max_tokens") or 16]
+                logprobs = judged if judged is not None and server.logprobs else None
                 if chat:
-                    text = chat_text(body["messages"], body.get("seed"))
+                    text = "".join(t for t, _ in judged) if judged is not None else chat_text(what, body.get("seed"))
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                    if top is not None:
-                        best = max(top, key=top.get)
-                        choice["logprobs"] = {"content": [{"token": best, "logprob": top[best], "top_logprobs": [
-                            {"token": t, "logprob": v} for t, v in top.items()]}]}
+                    if logprobs is not None:
+                        choice["logprobs"] = {"content": [{"token": t, "logprob": top.get(t, -9.0), "top_logprobs": [
+                            {"token": k, "logprob": v} for k, v in top.items()]} for t, top in logprobs]}
                     obj = "chat.completion"
                 else:
-                    text = completion_text(body["prompt"], body.get("seed"))
-                    logprobs = {"tokens": [max(top, key=top.get)], "top_logprobs": [top]} if top is not None else None
-                    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
+                    text = "".join(t for t, _ in judged) if judged is not None else completion_text(what,
+                                                                                                    body.get("seed"))
+                    lp = None if logprobs is None else {"tokens": [t for t, _ in logprobs], "token_logprobs": [
+                        top.get(t, -9.0) for t, top in logprobs], "top_logprobs": [top for _, top in logprobs]}
+                    choice = {"index": 0, "text": text, "logprobs": lp, "finish_reason": "length"}
                     obj = "text_completion"
                 reply = {"id": f"fake-{len(server.bodies)}", "object": obj, "created": int(time.time()),
                          "model": body.get("model"), "choices": [choice],

@@ -21,7 +21,8 @@ import pytest
 
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.openai_api import (SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply)
+from dsgen.generation.openai_api import (SELF_DEBIASING, TRANSPORT, ApiClient, OpenAIConfig, OpenAIGenerator,
+                                         parse_chat_reply)
 from dsgen.taskspec import OutputFormat
 from tests.conftest import require
 from tests.generation.fake_openai_server import HTML, RATE_LIMITED, SERVER_ERROR, FakeOpenAIServer
@@ -48,7 +49,7 @@ def loopback_only(monkeypatch):
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
     """Retries wait milliseconds, not seconds (the schedule itself is tested on its own)."""
-    monkeypatch.setattr(OpenAIGenerator, "backoff_base", 0.01)
+    monkeypatch.setattr(ApiClient, "backoff_base", 0.01)
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_registered_with_its_metadata():
     assert not cfg.allow_newlines and not cfg.keep_unclosed and cfg.remove_duplicates
     gen = OpenAIGenerator(OpenAIConfig(model="m"))
     settings = gen.get_config_dict()  # what the requests ask, not how they travel
-    assert settings == {k: v for k, v in gen.config.to_dict().items() if k not in OpenAIGenerator.TRANSPORT}
+    assert settings == {k: v for k, v in gen.config.to_dict().items() if k not in TRANSPORT}
     assert OpenAIConfig.from_dict(gen.config.to_dict()) == gen.config
 
 
@@ -180,7 +181,7 @@ def test_dataset_key_covers_the_api_the_model_and_the_spec_but_not_the_key(monke
 
 
 def test_backoff_doubles_is_capped_and_jittered_by_the_request_key():
-    gen = OpenAIGenerator(OpenAIConfig(model="m"))
+    gen = ApiClient("m", "completions")
     gen.backoff_base, gen.backoff_cap = 0.5, 30.0
     delays = [gen._delay("k1", a) for a in range(10)]
     assert all(0.25 * 2**a <= d < 0.5 * 2**a for a, d in enumerate(delays[:5]))
@@ -279,40 +280,77 @@ def test_retries_run_out_in_one_line(tmp_path):
     assert not (tmp_path / "p.jsonl").exists() and request_files(tmp_path / "p.jsonl") == []
 
 
-@pytest.mark.parametrize("status", [400, 404, 422])
-def test_other_4xx_stop_at_once(tmp_path, status):
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_setup_errors_stop_at_once(tmp_path, status):
+    """401, 403 and 404 say the key, a permission, the route or the model is wrong: every request would get
+    them, so the run stops at the first, retries nothing and caches nothing."""
     with FakeOpenAIServer(script=[{"status": status, "body": json.dumps({"detail": "no such model"})}]) as srv:
         with pytest.raises(DsgenError) as err:
             make(srv.url, concurrency=1).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
         assert sum(srv.received.values()) == 1  # not retried, and nothing queued after it was sent
     assert "\n" not in str(err.value) and f"answered {status}: " in str(err.value) and "no such model" in str(err.value)
+    assert "(check " in str(err.value)
     assert not (tmp_path / "p.jsonl").exists() and request_files(tmp_path / "p.jsonl") == []
 
 
-MALFORMED = {
+REFUSED = {  # a non-retryable answer about one request -> the reason it is recorded with
+    "400": ({"status": 400, "body": json.dumps({"error": {"message": "prompt too long"}})}, "status 400"),
+    "422": ({"status": 422, "body": json.dumps({"detail": "bad field"})}, "status 422"),
     "html": (HTML, "not JSON"),
     "invalid-json": ({"status": 200, "body": '{"choices": [', "content_type": "application/json"}, "not JSON"),
     "no-choices": ({"status": 200, "body": json.dumps({"object": "text_completion"})}, "no choices"),
     "empty-choices": ({"status": 200, "body": json.dumps({"choices": []})}, "no choices"),
-    "text-not-string": ({"status": 200, "body": json.dumps({"choices": [{"text": 5}]})}, "text is not a string"),
+    "text-not-string": ({"status": 200, "body": json.dumps({"choices": [{"text": 5}]})}, "no text"),
     "chat-content-null": ({"status": 200, "body": json.dumps({"choices": [{"message": {"content": None}}]})},
-                          "content is not a string"),
+                          "no text"),
 }
 
 
-@pytest.mark.parametrize("case", list(MALFORMED))
-def test_a_malformed_response_gives_one_line_and_caches_nothing(tmp_path, case):
-    answer, what = MALFORMED[case]
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_refused_answer_is_a_rejected_output_and_a_resume_does_not_ask_it_again(tmp_path, case):
+    """Issue 30: one non-retryable answer (null content, a 400) aborted the dataset and a resume asked it again,
+    forever. Now it is recorded, cached, counted in the sidecar with its reason, and the run goes on."""
+    answer, reason = REFUSED[case]
     mode = "chat" if case.startswith("chat") else "completions"
     out = tmp_path / "p.jsonl"
     with FakeOpenAIServer(script=[answer]) as srv:
+        pairs = make(srv.url, concurrency=1, mode=mode, max_failed_share=0.1).generate(INPUTS, out, progress=False)
+    assert sum(srv.received.values()) == 18 and max(srv.received.values()) == 1  # not retried
+    stats = meta(out)["stats"]
+    assert stats["rejected_refused"] == 1 and stats["refused_by"] == {reason: 1} and stats["requests_refused"] == 1
+    assert stats["accepted"] + sum(stats[f"rejected_{r}"] for r in ("unclosed", "empty", "newline", "refused")) == 18
+    assert stats["requests_made"] == 18 and len(pairs) == stats["accepted"] - stats["duplicates"]
+    records = [json.loads(f.read_text()) for f in request_files(out)]
+    (refused,) = [r for r in records if r["text"] is None]
+    assert refused["refused"] == reason and "\n" not in refused["detail"] and refused["request"]["model"] == "fake-model"
+    first = out.read_bytes()
+    srv.stop()  # nothing listens: the rerun, refusal included, comes from the cache
+    make(srv.url, concurrency=1, mode=mode, max_failed_share=0.1).generate(INPUTS, out, progress=False)
+    assert out.read_bytes() == first and meta(out)["stats"]["requests_made"] == 0
+
+
+def test_more_refusals_than_the_share_fail_in_one_line_and_stay_cached(tmp_path):
+    """The run fails once more than max_failed_share (default 0.05) of its requests are refused, at the moment
+    it is certain (one refusal of 18 here, nothing further asked); the refusal is cached like an answer: a
+    rerun that allows it asks it not again."""
+    assert OpenAIConfig().max_failed_share == 0.05
+    refusal = {"status": 400, "body": json.dumps({"error": {"message": "content filter"}})}
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer(script=[refusal]) as srv:
         with pytest.raises(DsgenError) as err:
-            make(srv.url, concurrency=1, mode=mode).generate(INPUTS, out, progress=False)
+            make(srv.url, concurrency=1).generate(INPUTS, out, progress=False)
         msg = str(err.value)
-        assert "\n" not in msg and "malformed response" in msg and what in msg and srv.url in msg
-        assert request_files(out) == [] and not out.exists() and not out.with_name("p.jsonl.meta.json").exists()
-        make(srv.url, concurrency=1, mode=mode).generate(INPUTS, out, progress=False)  # the server recovered
-    assert meta(out)["stats"]["requests_made"] == 18 and len(request_files(out)) == 18
+        assert "\n" not in msg and "1 of 18 requests" in msg and "max_failed_share = 0.05" in msg
+        assert "answered 400: " in msg and "content filter" in msg and "--fresh" in msg
+        assert sum(srv.received.values()) == 1 and len(request_files(out)) == 1 and not out.exists()
+        with pytest.raises(DsgenError, match="1 of 18 requests"):  # the cached refusal: fails again, asks nothing
+            make(srv.url, concurrency=1).generate(INPUTS, out, progress=False)
+        assert sum(srv.received.values()) == 1
+        make(srv.url, concurrency=1, max_failed_share=0.1).generate(INPUTS, out, progress=False)
+    assert sum(srv.received.values()) == 18 and max(srv.received.values()) == 1
+    assert meta(out)["stats"]["rejected_refused"] == 1 and meta(out)["stats"]["requests_cached"] == 1
+    with pytest.raises(DsgenError, match="max_failed_share must be in"):
+        OpenAIConfig(max_failed_share=1.5).check()
 
 
 def test_a_server_killed_mid_run_then_restarted_resumes_without_repeating(tmp_path):
@@ -386,6 +424,140 @@ def test_the_api_key_is_sent_but_never_written(tmp_path, monkeypatch):
     assert len(files) > 36
     for path in files:
         assert secret.encode() not in path.read_bytes(), path
+
+
+# -- credentials and malformed URLs ---------------------------------------------------------------
+def credentialed(url: str, password: str, token: str) -> str:
+    """``url`` with a user and password and an ``api_key`` query parameter."""
+    return url.replace("http://", f"http://dsgen-user:{password}@") + f"?api_key={token}"
+
+
+def assert_nowhere(secrets: list[str], texts: list[str], root: Path) -> int:
+    """None of ``secrets`` in ``texts`` nor in any file under ``root``; returns how many files were read."""
+    files = [p for p in root.rglob("*") if p.is_file()]
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text
+        for path in files:
+            assert secret.encode() not in path.read_bytes(), path
+    return len(files)
+
+
+def test_credentials_in_the_base_url_are_sent_but_never_written_or_printed(tmp_path):
+    """Issue 30: with http://user:secret@host/v1?api_key=token the secret landed in the sidecar, in every
+    cached request file and on stdout. `dsgen generate` and `dsgen plan` with such a URL: the server gets the
+    credentials (basic auth from the userinfo, the query parameter on every request), and no file under --out
+    and no line of either command's output holds them (nor the basic-auth header's encoding)."""
+    import base64
+
+    from tests.test_cli import dsgen
+
+    password, token = f"pw-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    basic = base64.b64encode(f"dsgen-user:{password}".encode()).decode()
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(INPUTS) + "\n")
+    out = tmp_path / "out" / "pairs.jsonl"
+    wide = {"COLUMNS": "1000"}  # no line wrapped through a secret
+    with FakeOpenAIServer() as srv:
+        url = credentialed(srv.url, password, token)
+        gen = dsgen("generate", "--inputs", str(inputs), "--generator", "openai:fake-model", "--base-url", url,
+                    "--decay", "0", "--per-label", "1", "--out", str(out), env=wide)
+        plan = dsgen("plan", "syncse-partial", "--preset", "smoke", "--generator", "openai:fake-model", "--base-url",
+                     url, env=wide)
+    assert gen.returncode == 0, gen.stderr
+    assert plan.returncode == 0, plan.stderr
+    assert len(srv.queries) == 9 and all(q == {"api_key": token} for q in srv.queries)  # sent with every request
+    assert set(srv.authorization) == {f"Basic {basic}"}
+    masked = srv.url.replace("http://", "http://***@") + "?api_key=***"
+    m = meta(out)
+    assert m["generator"]["api"] == masked and m["config"]["base_url"] == masked and masked in gen.stdout
+    assert m["generator"]["endpoint"] == srv.url.replace("http://", "http://***@") + "/completions?api_key=***"
+    assert masked in plan.stdout
+    assert assert_nowhere([password, token, basic], [gen.stdout, gen.stderr, plan.stdout, plan.stderr],
+                          tmp_path / "out") == 2 + 9
+
+
+def test_a_base_url_with_a_query_string_keeps_it_after_the_endpoint_path(tmp_path):
+    """Issue 30: `.../v1?api_key=...` got the endpoint path appended after the query (a 404) and the error
+    printed the token. The path is joined to the URL's path, the query sent with every request; an error
+    (here a 401 whose body echoes the token) shows the URL and the server's words with the token masked."""
+    token = f"tok-{uuid.uuid4().hex}"
+    echo = {"status": 401, "body": json.dumps({"error": {"message": f"Incorrect API key provided: {token}"}})}
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer(script=[echo]) as srv:
+        url = f"{srv.url}?api_key={token}&api-version=2024-06-01"
+        with pytest.raises(DsgenError) as err:
+            make(url, concurrency=1).generate(INPUTS, out, progress=False)
+        msg = str(err.value)
+        assert f"POST {srv.url}/completions?api_key=***&api-version=2024-06-01 answered 401" in msg
+        assert token not in msg and "Incorrect API key provided: ***" in msg
+        pairs = make(url).generate(INPUTS, out, progress=False)
+    assert pairs and len(srv.queries) == 19
+    assert all(q == {"api_key": token, "api-version": "2024-06-01"} for q in srv.queries)
+    assert meta(out)["generator"]["endpoint"] == f"{srv.url}/completions?api_key=***&api-version=2024-06-01"
+    assert assert_nowhere([token], [], tmp_path) == 2 + 18
+
+
+def test_the_dataset_key_does_not_depend_on_the_credentials(tmp_path):
+    """Keys are computed from the masked URL (what the sidecar shows): two URLs that differ only in their
+    credentials' values make one dataset and the same request keys, so a rotated key reuses every cached
+    answer (as a changed api_key_env does); the endpoint still counts, and so does whether credentials were
+    sent at all (the masked URL says so)."""
+    a = make(credentialed("http://127.0.0.1:1/v1", "pw-aaaa", "tok-aaaa"))
+    b = make(credentialed("http://127.0.0.1:1/v1", "pw-bbbb", "tok-bbbb"))
+    assert a.base_url == b.base_url == "http://***@127.0.0.1:1/v1?api_key=***"
+    assert a.dataset_key(INPUTS) == b.dataset_key(INPUTS)
+    spec = a.spec(with_inputs=True)
+    assert [s.key for s in a.samples(spec, INPUTS)] == [s.key for s in b.samples(spec, INPUTS)]
+    assert make(credentialed("http://127.0.0.1:2/v1", "pw-aaaa", "tok-aaaa")).dataset_key(INPUTS) != a.dataset_key(INPUTS)
+    assert make("http://127.0.0.1:1/v1").dataset_key(INPUTS) != a.dataset_key(INPUTS)
+    out = tmp_path / "p.jsonl"
+    with FakeOpenAIServer() as srv:
+        make(credentialed(srv.url, "pw-aaaa", "tok-aaaa")).generate(INPUTS, out, progress=False)
+    make(credentialed(srv.url, "pw-bbbb", "tok-bbbb")).generate(INPUTS, out, progress=False)  # nothing listens
+    assert meta(out)["stats"]["requests_cached"] == 18 and meta(out)["stats"]["requests_made"] == 0
+
+
+def test_an_unreachable_endpoint_fails_in_one_line_before_any_progress_bar(tmp_path, capfd):
+    """Issue 30: an unreachable --base-url drew a progress-bar line before the one-line error. The first
+    request is asked before the bar appears: the error is all a user sees."""
+    url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    with pytest.raises(DsgenError) as err:
+        make(url, max_retries=1).generate(INPUTS, tmp_path / "p.jsonl", progress=True)
+    assert "failed after 2 tries" in str(err.value) and "connection error" in str(err.value)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+    with FakeOpenAIServer() as srv:  # a reachable one draws its bar
+        make(srv.url).generate(INPUTS, tmp_path / "p.jsonl", progress=True)
+    assert "generate sts via fake-model" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["notaurl", "127.0.0.1:8000/v1", "ftp://127.0.0.1/v1", "http://127.0.0.1:port/v1",
+                                 "http:///v1"])
+def test_a_malformed_base_url_is_refused_at_once(tmp_path, monkeypatch, url):
+    """Issue 30: a URL without a scheme was retried 6 times over 11 s as a connection error. A base URL that
+    is not http(s) with a host is refused with one line before anything is asked or written, from the
+    config or from $OPENAI_BASE_URL."""
+    with pytest.raises(DsgenError, match=r"is not an http\(s\) URL with a host"):
+        OpenAIConfig(model="m", base_url=url).check()
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    started = time.time()
+    with pytest.raises(DsgenError, match=r"is not an http\(s\) URL with a host"):
+        OpenAIGenerator(OpenAIConfig(model="m", max_retries=5)).generate(INPUTS, tmp_path / "p.jsonl", progress=False)
+    assert time.time() - started < 1 and list(tmp_path.iterdir()) == []
+
+
+def test_dsgen_generate_refuses_a_base_url_without_a_scheme_in_one_line(tmp_path):
+    """The command line: `--base-url notaurl` is one line, exit 2, nothing written, no retry."""
+    from tests.test_cli import dsgen
+
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(INPUTS) + "\n")
+    res = dsgen("generate", "--inputs", str(inputs), "--generator", "openai:m", "--base-url", "notaurl", "--decay", "0",
+                "--out", str(tmp_path / "o" / "p.jsonl"), env={"COLUMNS": "1000"})
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1, res.stdout + res.stderr
+    assert "base URL 'notaurl' is not an http(s) URL" in lines[0] and not (tmp_path / "o").exists()
 
 
 # -- against transformers serve -------------------------------------------------------------------
@@ -483,19 +655,22 @@ def test_through_transformers_serve(transformers_server, tmp_path):
     print(f"through transformers serve: {time.time() - started:.1f} s after the server was ready")
 
 
-def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, tiny_encoder_dir, sts_data_dir):
+def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, tiny_encoder_dir, sts_data_dir, capfd):
     """`--generator openai:<model>` puts the API generator where a method has the debiased core: the plan
     adapts the method's settings and says what an API cannot do (lambda 0 and why), the run keys and caches
-    the dataset like any other, and loads no local LM; a method that needs self-debiasing is refused."""
+    the dataset like any other, and loads no local LM; a method that needs self-debiasing is refused. The
+    base URL carries credentials: no file of the run's folder and nothing it printed holds them (issue 30)."""
     from dsgen.planning import Overrides, plan_run
     from dsgen.presets import Preset
     from dsgen.runner import Runner
 
     preset = Preset(name="unit", seeds=[1], data_seed=3, inputs="stsb-train", max_inputs=4, tasks=["sts16"],
                     generation={"per_label": 2}, training={"encoder": str(tiny_encoder_dir), "batch_size": 8,
-                                                          "device": "cpu", "contrastive": {"batch_size": 8}})
+                                                          "device": "cpu", "contrastive": {"batch_size": 8},
+                                                          "min_trained_steps": 1})  # 4 inputs train 2 steps
+    password, token = f"pw-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
     with FakeOpenAIServer() as srv:
-        ov = Overrides(generator="openai:fake-model", base_url=srv.url)
+        ov = Overrides(generator="openai:fake-model", base_url=credentialed(srv.url, password, token))
         plan = plan_run("syncse-partial", preset, 1, ov)
         assert plan.generator == "openai" and plan.generation.model == "fake-model" and plan.generation.mode == "chat"
         assert plan.generation.top_p == 0.9 and plan.generation.per_label == 1  # the method's settings, adapted
@@ -513,6 +688,11 @@ def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, t
         asked = len(srv.bodies)
         again = Runner(tmp_path / "runs", str(sts_data_dir), progress=False).run(plan_run("syncse-partial", preset, 1, ov))
         assert len(srv.bodies) == asked and again.tasks == result.tasks  # a rerun asks nothing
+    assert all(q == {"api_key": token} for q in srv.queries)
+    masked = srv.url.replace("http://", "http://***@") + "?api_key=***"
+    assert result.extra["plan"]["overrides"]["base_url"] == result.extra["plan"]["generation"]["base_url"] == masked
+    captured = capfd.readouterr()
+    assert assert_nowhere([password, token], [captured.out, captured.err], tmp_path / "runs") > 10
 
 
 @pytest.mark.slow
