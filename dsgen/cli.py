@@ -660,7 +660,7 @@ def claims_cmd(
     """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG)."""
     from dsgen.artifacts import atomic_open, write_json
     from dsgen.claims import FOUNDING, claim_methods, judge_all, load_claims, load_figures, paper_files
-    from dsgen.claims.report import claims_chart, claims_markdown
+    from dsgen.claims.report import claims_chart, claims_markdown, verdict_record
     from dsgen.models import describe_encoder
     from dsgen.runner import run_many
 
@@ -697,10 +697,7 @@ def claims_cmd(
     write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "runs": [list(r) for r in runs],
                                "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
                                "failures": [{"method": f.method, "seed": f.seed, "reason": f.reason} for f in failures],
-                               "verdicts": [{"claim": v.claim.id, "verdict": v.verdict, "used": v.used,
-                                             "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()},
-                                             "half_width": v.half_width, "p_values_holm": v.p_values,
-                                             "reason": v.reason} for v in verdicts]})
+                               "verdicts": [verdict_record(v) for v in verdicts]})
     for v in verdicts:
         console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))

@@ -33,41 +33,83 @@ def _intervals(v: Verdict) -> str:
     return "; ".join(parts)
 
 
-def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",
-                    figures: list[Any] = ()) -> str:
-    import pandas as pd
+def _p_text(v: Verdict) -> str:
+    if v.p is None:
+        return "-"
+    text = f"{v.p:.2g} ({v.leading})"
+    return text if v.family == "instrument" else text + f"; Holm {v.p_holm:.2g}"
 
-    from dsgen.claims import ALPHA
-    from dsgen.evaluation.tables import runs_text, tasks_text
+
+def _table(verdicts: list[Verdict], means: dict[str, float]) -> str:
+    """One row per claim: the paper's figure, what this run measured, the test, the verdict and what would decide it."""
+    import pandas as pd
 
     rows = []
     for v in verdicts:
-        c = v.claim
-        half = v.half_width
+        c, half, power = v.claim, v.half_width, v.power()
         rows.append({"paper": c.paper, "claim": c.statement, "where": f"{c.table}, p. {c.page}" if c.page else c.table,
                      "paper's figure": c.paper_text(), "this run (avg.)": _measured(v, means),
                      "Δ [95% CI over runs]": _intervals(v), "±": f"{half:.2f}" if half is not None else "-",
+                     "p": _p_text(v),
                      "verdict": MARKS[v.verdict] + (f" ({v.reason})" if v.verdict == "inconclusive" and v.intervals
-                                                    and v.reason else "")})
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in MARKS}
+                                                    and v.reason else ""),
+                     "what would decide it": power.text() if power else "-"})
+    return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def verdict_record(v: Verdict) -> dict[str, Any]:
+    """A verdict as the claims command's JSON writes it: the test behind it and, when inconclusive, what would
+    decide it."""
+    power = v.power()
+    return {"claim": v.claim.id, "paper": v.claim.paper, "family": v.family, "verdict": v.verdict, "used": v.used,
+            "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()}, "half_width": v.half_width,
+            "p_values": v.p_values, "p": v.p, "leading": v.leading, "p_holm": v.p_holm, "holm_step": v.step,
+            "family_size": v.family_size, "alpha": v.alpha, "reason": v.reason,
+            "to_decide": power.to_dict() if power else None}
+
+
+def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",
+                    figures: list[Any] = ()) -> str:
+    from dsgen.claims import ALPHA, POWER
+    from dsgen.evaluation.tables import runs_text, tasks_text
+
+    instruments = [v for v in verdicts if v.family == "instrument"]
+    papers = [v for v in verdicts if v.family != "instrument"]
+    k = papers[0].family_size if papers else 0
+    counts = {key: sum(v.verdict == key for v in papers) for key in MARKS}
     lines = [f"# The papers' claims, tested (preset `{header['preset']}`)", ""]
     if command:
         lines += ["Command:", "", "```bash", command, "```", ""]
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])}. Scores are "
               f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
               "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "
-              "differences; over training seeds when there is one dataset) and its half-width (±). Each verdict is a "
-              f"one-sided test at level {ALPHA:.1%} (one side of that interval), Holm-adjusted over the "
-              f"{len(verdicts)} claims so that the verdicts hold together: **reproduced** (on the paper's side of 0; "
-              "within ± the margin for 'close'), **contradicted** (on the other side), **no effect at this scale** "
-              "(within ± the margin of 0 while the paper's difference is not), **inconclusive** (too wide to say, or "
-              "a method without a result: the row says why). The paper's figures are as printed (DINO's Table 2: "
-              "STS12-16 / STSb / SICK-R, with the derived 7-column average); they come from the papers' models and "
-              "scale (GPT2-XL, RoBERTa/BERT, tens of thousands of pairs): compare directions, not levels.", "",
+              "differences; over training seeds when there is one dataset) and its half-width (±). Each claim is one "
+              f"test at level {ALPHA:.0%}, whichever verdict it reaches (`dsgen/claims/__init__.py` shows why): "
+              "**reproduced** (the 95% interval on the paper's side of 0; for 'close', the 90% interval within ± the "
+              "margin; for 'between', both one-sided 95% bounds on their side), **contradicted** (the 95% interval "
+              "on the other side; beyond ± the margin for 'close'), **no effect at this scale** (the 90% interval "
+              "within ± the margin of 0 while the paper's difference is not), **inconclusive** (the row says why: "
+              "too wide to decide even alone, stopped by the multiplicity step, or a method without a result). p: "
+              "the claim's p-value (the smallest of its verdicts', with the verdict it points to). The paper's "
+              "figures are as printed (DINO's Table 2: STS12-16 / STSb / SICK-R, with the derived 7-column "
+              "average); they come from the papers' models and scale (GPT2-XL, RoBERTa/BERT, tens of thousands of "
+              "pairs): compare directions, not levels. *What would decide it*: for an inconclusive claim, a plug-in "
+              f"power estimate (the observed mean difference and spread of the data seeds' means taken as true) of "
+              f"the fewest data seeds, at this run's training seeds each, for {POWER:.0%} power at the strictest "
+              f"threshold its family can ask ({ALPHA:g} / K, enough whatever the other claims do): a guide, not a "
+              "promise, since the observed difference is itself noisy.", ""]
+    if instruments:
+        lines += ["## Instrument checks", "",
+                  f"Tested alone at {ALPHA:.0%}, outside the papers' family: they say whether the encoder and trainer "
+                  "work at all, not whether a paper is right; if one fails, no verdict below can be trusted.", "",
+                  _table(instruments, means), ""]
+    lines += [] if not papers else ["## The papers' claims", "",
+              f"One family: Holm's step-down over its {k} tested claims at {ALPHA:.0%}, whichever verdict each "
+              "reaches, so that the verdicts hold together (Holm: the adjusted p).", "",
               f"Verdicts: {counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
               f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
-              pd.DataFrame(rows).to_markdown(index=False), "", "Notes:", ""]
-    lines += [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
+              _table(papers, means), ""]
+    lines += ["Notes:", ""] + [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
     if figures:
         lines += ["", "Headline figures no comparison here can test:", ""]
         lines += [f"- {f.paper} ({f.table}{f', p. {f.page}' if f.page else ''}): {f.statement}. Not tested: {f.why}."

@@ -25,10 +25,15 @@ training seeds only and says so: it holds for that dataset, not for another draw
   resampled differences. It says nothing about seed noise.
 
 A difference whose interval covers 0 is not a difference this run can claim.
+
+**Power** (:func:`t_power`, :func:`tost_power`, :func:`data_seeds_for_power`): the fewest data
+seeds at which a test over the data seeds' means reaches a power, for the claims report's plug-in
+estimate of what would decide an inconclusive claim (``dsgen/claims/__init__.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -79,74 +84,167 @@ def seed_t_interval(reference: list[float], other: list[float], level: float = L
 Run = tuple[int, int]  # (data seed, training seed)
 
 
+def seed_differences(reference: dict[Run, float], other: dict[Run, float]) -> tuple[Any, str]:
+    """The paired differences ``other - reference`` that the nested interval and its test are over,
+    and what they are: the data seeds' means of the runs both sides have (each over its training
+    seeds), or, with one dataset, its training seeds' differences (an empty array without common runs)."""
+    import numpy as np
+
+    by_data: dict[int, list[float]] = {}
+    for d, s in sorted(set(reference) & set(other)):
+        by_data.setdefault(d, []).append(other[(d, s)] - reference[(d, s)])
+    if not by_data:
+        return np.asarray([]), "no common runs"
+    if len(by_data) == 1:  # one dataset: over its training seeds only
+        diffs = np.asarray(next(iter(by_data.values())))
+        return diffs, f"t-interval over {len(diffs)} training seeds on one dataset (data-seed variance not included)"
+    n_train = sorted({len(v) for v in by_data.values()})
+    per = f"{n_train[0]}" if len(n_train) == 1 else f"{n_train[0]}-{n_train[-1]}"
+    what = (f"t-interval over {len(by_data)} data seeds" if n_train == [1] else
+            f"nested t-interval over {len(by_data)} data seeds x {per} training seeds")
+    return np.asarray([math.fsum(v) / len(v) for v in by_data.values()]), what
+
+
 def nested_interval(reference: dict[Run, float], other: dict[Run, float], level: float = LEVEL) -> Interval:
     """Hierarchical interval of ``other - reference`` over runs paired by (data seed, training seed).
 
     Runs only one side has are left out. See the module docstring for why this interval.
     """
-    import numpy as np
-    from scipy.stats import t
+    return t_interval(*seed_differences(reference, other), level=level)
 
-    runs = sorted(set(reference) & set(other))
-    if not runs:
-        return Interval(float("nan"), None, None, "no common runs")
-    by_data: dict[int, list[float]] = {}
-    for d, s in runs:
-        by_data.setdefault(d, []).append(other[(d, s)] - reference[(d, s)])
-    if len(by_data) == 1:  # one dataset: over its training seeds only
-        diffs = np.asarray(next(iter(by_data.values())))
-        what = f"t-interval over {len(diffs)} training seeds on one dataset (data-seed variance not included)"
-    else:
-        diffs = np.asarray([np.mean(v) for v in by_data.values()])
-        n_train = sorted({len(v) for v in by_data.values()})
-        per = f"{n_train[0]}" if len(n_train) == 1 else f"{n_train[0]}-{n_train[-1]}"
-        what = (f"t-interval over {len(diffs)} data seeds" if n_train == [1] else
-                f"nested t-interval over {len(diffs)} data seeds x {per} training seeds")
-    point = float(diffs.mean())
+
+def t_interval(diffs: Any, what: str, level: float = LEVEL) -> Interval:
+    """t-interval of the mean of ``diffs`` (described by ``what``); no ends with fewer than 2 values."""
+    from scipy.special import stdtrit
+
+    if not len(diffs):
+        return Interval(float("nan"), None, None, what)
     if len(diffs) < 2:
-        return Interval(point, None, None, what + " (needs 2+)")
-    half = float(t.ppf(0.5 + level / 2, len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs)))
+        return Interval(float(diffs[0]), None, None, what + " (needs 2+)")
+    point, sd = mean_sd(diffs)
+    half = float(stdtrit(len(diffs) - 1, 0.5 + level / 2) * sd / math.sqrt(len(diffs)))
     return Interval(point, point - half, point + half, what)
+
+
+def mean_sd(values: Any) -> tuple[float, float]:
+    """Mean and sample sd (ddof 1) of a few values (plain floats: faster than numpy on a handful)."""
+    xs = [float(x) for x in values]
+    mean = math.fsum(xs) / len(xs)
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def t_p_value(diffs: Any, null: float = 0.0, alternative: str = "two-sided") -> float:
+    """p-value of the one-sample t-test of the mean of ``diffs`` against ``null`` (``alternative``:
+    ``two-sided``, ``greater`` or ``less``); NaN with fewer than 2 values. With no spread the mean is
+    taken as known (0 or 1)."""
+    from scipy.special import stdtr
+
+    if len(diffs) < 2:
+        return float("nan")
+    mean, sd = mean_sd(diffs)
+    if sd == 0:
+        return {"two-sided": 0.0 if mean != null else 1.0, "greater": 0.0 if mean > null else 1.0,
+                "less": 0.0 if mean < null else 1.0}[alternative]
+    stat = (mean - null) / (sd / math.sqrt(len(diffs)))
+    df = len(diffs) - 1
+    if alternative == "greater":
+        return float(stdtr(df, -stat))
+    if alternative == "less":
+        return float(stdtr(df, stat))
+    return float(2 * stdtr(df, -abs(stat)))
 
 
 def nested_p_value(reference: dict[Run, float], other: dict[Run, float], null: float = 0.0,
                    alternative: str = "two-sided") -> float:
     """p-value of the test behind :func:`nested_interval`: the mean difference against ``null``
     (``alternative``: ``two-sided``, ``greater`` or ``less``). NaN when it cannot be computed."""
-    import numpy as np
-    from scipy.stats import t
-
-    runs = sorted(set(reference) & set(other))
-    by_data: dict[int, list[float]] = {}
-    for d, s in runs:
-        by_data.setdefault(d, []).append(other[(d, s)] - reference[(d, s)])
-    diffs = (np.asarray(next(iter(by_data.values()))) if len(by_data) == 1
-             else np.asarray([np.mean(v) for v in by_data.values()]))
-    if len(diffs) < 2:
-        return float("nan")
-    sd = diffs.std(ddof=1)
-    if sd == 0:
-        above = diffs.mean() > null
-        return {"two-sided": 0.0 if diffs.mean() != null else 1.0, "greater": 0.0 if above else 1.0,
-                "less": 0.0 if diffs.mean() < null else 1.0}[alternative]
-    stat = (diffs.mean() - null) / (sd / math.sqrt(len(diffs)))
-    df = len(diffs) - 1
-    if alternative == "greater":
-        return float(t.sf(stat, df))
-    if alternative == "less":
-        return float(t.cdf(stat, df))
-    return float(2 * t.sf(abs(stat), df))
+    return t_p_value(seed_differences(reference, other)[0], null, alternative)
 
 
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjustment of a family of p-values (NaN stays NaN and is not counted)."""
+def holm(p_values: list[float], frees: list[bool] | None = None) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (NaN stays NaN and is not counted).
+
+    ``frees`` (default: all true) says, per hypothesis, whether its rejection frees its share of the
+    level for the rest: the hypothesis at step i (in order of p) is compared with
+    ``alpha / (K - j)``, j the rejections before it that free their share, so its adjusted p-value
+    is the running maximum of ``(K - j) * p``. With every one freeing this is Holm's procedure;
+    with none, Bonferroni's.
+    """
     valid = sorted((p, i) for i, p in enumerate(p_values) if p == p)
+    frees = frees if frees is not None else [True] * len(p_values)
     adjusted = [float("nan")] * len(p_values)
-    running = 0.0
-    for rank, (p, i) in enumerate(valid):
-        running = max(running, min(1.0, (len(valid) - rank) * p))
+    running, freed = 0.0, 0
+    for p, i in valid:
+        running = max(running, min(1.0, (len(valid) - freed) * p))
         adjusted[i] = running
+        freed += bool(frees[i])
     return adjusted
+
+
+POWER = 0.8  # the power a plug-in estimate of the data seeds a decision needs is asked for
+MOST_DATA_SEEDS = 1000  # beyond this a plug-in estimate says "more than"
+TOST_NODES = 200  # Gauss-Legendre nodes of the TOST power's integral over the sample sd (error below 1e-4)
+
+
+def t_power(effect: float, sd: float, n: int, level: float) -> float:
+    """Power of the one-sided t-test at ``level`` over ``n`` values of sd ``sd`` when the true mean
+    lies ``effect`` beyond the null on the tested side (negative: on the other side): the noncentral
+    t's tail beyond the critical value, ``P(T(n-1, effect * sqrt(n) / sd) > t(1 - level, n-1))``."""
+    from scipy.special import nctdtr, stdtrit
+
+    if n < 2:
+        return float("nan")
+    if sd == 0:
+        return 1.0 if effect > 0 else 0.0
+    critical = float(stdtrit(n - 1, 1 - level))
+    return float(1 - nctdtr(n - 1, effect * math.sqrt(n) / sd, critical))
+
+
+@functools.cache
+def _gauss_legendre(n: int) -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.polynomial.legendre.leggauss(n)
+
+
+def tost_power(difference: float, sd: float, n: int, margin: float, level: float) -> float:
+    """Power of the two one-sided tests (TOST) at ``level`` each that the mean lies within
+    ``±margin``, over ``n`` values of sd ``sd`` with true mean ``difference``: exact, as the
+    probability that ``|mean| + t(1 - level, n-1) * s / sqrt(n) < margin``, integrated over the
+    sample sd ``s`` (``(n-1) s^2 / sd^2`` is chi-square with n-1 degrees of freedom, independent of
+    the mean)."""
+    import numpy as np
+    from scipy.special import chdtr, chdtri, ndtr, stdtrit
+
+    if n < 2:
+        return float("nan")
+    if sd == 0:
+        return 1.0 if abs(difference) < margin else 0.0
+    df, se = n - 1, sd / math.sqrt(n)
+    critical = float(stdtrit(df, 1 - level))
+    top = float(chdtr(df, (margin / (critical * se)) ** 2 * df))  # P(s small enough that some mean can pass)
+    # Gauss-Legendre over the quantile u of s (as chi-square: df * s^2 / sd^2 = chdtri(df, 1 - u)), u in (0, top)
+    nodes, weights = _gauss_legendre(TOST_NODES)
+    u = (nodes + 1) * top / 2
+    half = margin - critical * se * np.sqrt(chdtri(df, 1 - u) / df)
+    passing = np.where(half > 0, ndtr((half - difference) / se) - ndtr((-half - difference) / se), 0.0)
+    return float(min(1.0, max(0.0, (weights * passing).sum() * top / 2)))
+
+
+def data_seeds_for_power(power_at: Any, target: float = POWER, most: int = MOST_DATA_SEEDS) -> int | None:
+    """The smallest number of data seeds ``D >= 2`` at which ``power_at(D)`` reaches ``target``
+    (None when even ``most`` do not). ``power_at`` must grow with D, as the power of a test whose
+    effect lies on its side does (:func:`t_power`, :func:`tost_power`)."""
+    if power_at(most) < target:
+        return None
+    low, high = 1, most  # power_at(low) < target <= power_at(high)
+    if power_at(2) >= target:
+        return 2
+    low = 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if power_at(mid) >= target else (mid, high)
+    return high
 
 
 def variance_components(scores: dict[Run, float]) -> dict[str, float]:

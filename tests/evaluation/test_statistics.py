@@ -196,3 +196,64 @@ def test_a_two_level_comparison_pairs_by_run_and_shows_the_spread_by_source():
     assert Comparison(["a", "b"], ["sts16"], shuffled, n_boot=10).seed_diffs["b"]["avg"].point == pytest.approx(2.2)
     with pytest.raises(DsgenError, match="different \\(data seed, training seed\\) runs"):
         Comparison(["a", "b"], ["sts16"], {"a": results["a"], "b": results["b"][:-1]}, n_boot=10)
+
+
+def test_holm_can_hold_a_rejections_share_of_the_level():
+    """``frees``: a rejection that frees no share leaves the next step's divisor as it was (issue 31: a claim decided
+    'no effect' frees none); none freeing is Bonferroni."""
+    from dsgen.evaluation.statistics import holm
+
+    p = [0.01, 0.02, 0.03]
+    assert holm(p) == pytest.approx([0.03, 0.04, 0.04])
+    assert holm(p, [False, True, True]) == pytest.approx([0.03, 0.06, 0.06])  # the second step still divides by 3
+    assert holm(p, [False, False, False]) == pytest.approx([0.03, 0.06, 0.09])
+
+
+@pytest.mark.parametrize("effect,sd,n,level", [(1.0, 1.5, 5, 0.0025), (0.5, 1.0, 10, 0.025), (-0.3, 1.0, 6, 0.05)])
+def test_t_power_is_the_rejection_rate_of_the_t_test(effect, sd, n, level):
+    """The noncentral t's power against 20,000 simulated one-sided t-tests (binomial sd at most 0.35%)."""
+    from scipy.stats import t
+
+    from dsgen.evaluation.statistics import t_power
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(effect, sd, (20000, n))
+    stat = x.mean(1) / (x.std(1, ddof=1) / np.sqrt(n))
+    assert t_power(effect, sd, n, level) == pytest.approx(np.mean(stat > t.ppf(1 - level, n - 1)), abs=0.012)
+
+
+@pytest.mark.parametrize("difference,sd,n,margin,level", [(0.2, 1.0, 10, 1.0, 0.05), (0.0, 0.5, 3, 1.0, 0.05),
+                                                          (0.5, 1.0, 20, 1.0, 0.005), (0.9, 0.3, 4, 1.0, 0.05)])
+def test_tost_power_is_the_rate_at_which_the_interval_falls_inside_the_margin(difference, sd, n, margin, level):
+    from scipy.stats import t
+
+    from dsgen.evaluation.statistics import tost_power
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(difference, sd, (20000, n))
+    mean, half = x.mean(1), t.ppf(1 - level, n - 1) * x.std(1, ddof=1) / np.sqrt(n)
+    simulated = np.mean((mean - half > -margin) & (mean + half < margin))
+    assert tost_power(difference, sd, n, margin, level) == pytest.approx(simulated, abs=0.012)
+    assert tost_power(1.5, sd, 200, margin, level) < 1e-6  # beyond the margin: never within it
+
+
+def test_data_seeds_for_power_is_the_smallest_that_reaches_it():
+    from dsgen.evaluation.statistics import data_seeds_for_power, t_power, tost_power
+
+    d = data_seeds_for_power(lambda n: t_power(1.0, 1.5, n, 0.0025))
+    assert t_power(1.0, 1.5, d, 0.0025) >= 0.8 > t_power(1.0, 1.5, d - 1, 0.0025)
+    d = data_seeds_for_power(lambda n: tost_power(0.28, 0.82, n, 1.0, 0.005))
+    assert tost_power(0.28, 0.82, d, 1.0, 0.005) >= 0.8 > tost_power(0.28, 0.82, d - 1, 1.0, 0.005)
+    assert data_seeds_for_power(lambda n: t_power(-0.5, 1.0, n, 0.025)) is None  # the wrong side: never
+    assert data_seeds_for_power(lambda n: t_power(10.0, 0.1, n, 0.025)) == 2
+
+
+def test_the_interval_and_its_test_read_the_same_differences():
+    from dsgen.evaluation.statistics import nested_interval, nested_p_value, seed_differences, t_interval, t_p_value
+
+    ref = {(d, t): 50.0 + d + 0.3 * t for d in (1, 2, 3, 4) for t in (1, 2, 3)}
+    other = {k: v + 1.0 + 0.4 * k[0] - 0.2 * k[1] for k, v in ref.items()}
+    diffs, what = seed_differences(ref, other)
+    assert diffs == pytest.approx([1.0, 1.4, 1.8, 2.2]) and "4 data seeds x 3 training seeds" in what
+    assert t_interval(diffs, what) == nested_interval(ref, other)
+    assert t_p_value(diffs, 1.0, "greater") == nested_p_value(ref, other, 1.0, "greater")
