@@ -705,6 +705,9 @@ def claims_cmd(
 
 # -- exports -----------------------------------------------------------------------------------------
 
+OverwriteOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace --out even when dsgen did not write it as this export (never a folder holding runs).")]
+
 
 @export_app.command("dataset")
 def export_dataset_cmd(
@@ -714,6 +717,7 @@ def export_dataset_cmd(
     data_seed: Optional[int] = typer.Option(None, help="The run's data seed (default: the preset's first run's)."),
     runs: Path = typer.Option(Path("runs"), "--runs", help="Where the run lives (its --out)."),
     out: Path = typer.Option(..., help="The dataset folder to write."),
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """A run's training data (after postprocessing and reweighting, with the weights) as a Hugging Face dataset folder."""
     from dsgen.export.dataset_folder import from_run, write_dataset_folder
@@ -729,7 +733,7 @@ def export_dataset_cmd(
     if not path.exists():
         raise DsgenError(f"no run of {method} (preset {p.name}, data seed {plan.run[0]}, seed {plan.run[1]}) under "
                          f"{runs}; run it first (dsgen run {method} --preset {preset} --out {runs}) or give --runs")
-    folder = write_dataset_folder(from_run(path, runs / "cache" / "datasets", _command()), out)
+    folder = write_dataset_folder(from_run(path, runs / "cache" / "datasets", _command()), out, overwrite)
     _console().print(f"wrote {folder} (datasets.load_dataset('{folder}') reads it)")
 
 
@@ -737,11 +741,12 @@ def export_dataset_cmd(
 def export_pairs_cmd(
     pairs: Path = typer.Argument(..., help="A generated pairs file with its sidecar (dsgen generate --out, or a cache entry)."),
     out: Path = typer.Option(..., help="The dataset folder to write."),
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """A generated pairs file as it left the generator, as a Hugging Face dataset folder (one train split)."""
     from dsgen.export.dataset_folder import from_pairs_file, write_dataset_folder
 
-    folder = write_dataset_folder(from_pairs_file(pairs, _command()), out)
+    folder = write_dataset_folder(from_pairs_file(pairs, _command()), out, overwrite)
     _console().print(f"wrote {folder}")
 
 
@@ -749,18 +754,19 @@ def export_pairs_cmd(
 def export_mteb_cmd(
     results: list[Path] = typer.Argument(..., help="Result files, or folders searched for them (a run's --out)."),
     out: Path = typer.Option(..., help="The MTEB results folder to write (read by mteb.ResultCache(out))."),
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Results in MTEB's layout: <out>/results/<model>/<revision>/<Task>.json and model_meta.json."""
     from dsgen.evaluation.results import Result
-    from dsgen.export.mteb_results import export_mteb, import_mteb
+    from dsgen.export import check_target_folder, result_files
+    from dsgen.export.mteb_results import KIND, export_mteb, import_mteb
 
     import_mteb()
+    check_target_folder(out, KIND, overwrite)  # before reading anything: a folder it may not replace fails at once
     files: list[Path] = []
     for path in results:
         if path.is_dir():  # a run folder: its run results and its `dsgen eval` results
-            found = [*path.rglob("data-*-seed-*.json"), *path.rglob("eval/*.json")]
-            files += sorted(p for p in found if not p.name.endswith((".meta.json", ".failed.json"))
-                            and not any(part.endswith(".model") for part in p.parts))
+            files += result_files(path)
         elif path.is_file():
             files.append(path)
         else:
@@ -768,7 +774,7 @@ def export_mteb_cmd(
     loaded = [Result.load(f) for f in files]
     if not loaded:
         raise DsgenError(f"no dsgen result files in {', '.join(map(str, results))}")
-    written, notes = export_mteb(loaded, out, _command())
+    written, notes = export_mteb(loaded, out, _command(), overwrite)
     console = _console()
     for note in sorted(set(notes)):
         console.print(note)

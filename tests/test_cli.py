@@ -104,6 +104,51 @@ def test_bad_input_gets_one_line_exit_2_and_nothing_on_disk(args, message, tmp_p
     assert tree(tmp_path) - {".c", *[p for p in tree(tmp_path) if p.startswith(".c/")]} == before
 
 
+def test_an_export_replaces_only_its_own_kind_and_never_a_folder_holding_runs(tmp_path):
+    """Issue 30: ``dsgen export mteb runs/results/... --out runs`` deleted the run results. An export
+    replaces an existing folder only when dsgen wrote it as that kind of export (its marker file), any
+    other non-empty folder only with --overwrite, and a folder holding runs (or the dataset cache) or
+    the current folder never: one line, exit 2, nothing touched."""
+    runs = tmp_path / "runs"
+    result = runs / "results" / "smoke" / "dino" / "v" / "data-1-seed-1.json"
+    result.parent.mkdir(parents=True)
+    Result("m", {"stsb": TaskScore(80.0, 80.0, 10, 79.0, 79.0, 78.0, 78.0)}, method="dino", preset="smoke", seed=1,
+           data_seed=1, extra={"run_key": "k1", "variant": "v"}).save(result)
+    (runs / "cache" / "datasets").mkdir(parents=True)
+    (runs / "cache" / "datasets" / "stsb-k2.jsonl").write_text('{"text_a": "a", "text_b": "b", "label": 1.0}\n')
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"text_a": "a", "text_b": "b", "label": 1.0}\n')
+    (tmp_path / "pairs.jsonl.meta.json").write_text("{}")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own notes\n")
+
+    def refused(*args, message, cwd=tmp_path):
+        before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+        out = dsgen(*args, cwd=cwd)
+        assert out.returncode == 2, (args, out.stdout + out.stderr)
+        assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, (args, out.stderr)
+        assert message in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+        assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before, args
+
+    holds_runs = "it holds dsgen's runs"
+    refused("export", "mteb", str(result), "--out", str(runs), message=holds_runs)  # the command of the issue
+    refused("export", "mteb", str(result), "--out", str(runs), "--overwrite", message=holds_runs)
+    refused("export", "mteb", str(runs), "--out", str(runs / "results"), "--overwrite", message=holds_runs)
+    refused("export", "pairs", str(pairs), "--out", str(runs / "cache"), "--overwrite", message=holds_runs)
+    refused("export", "mteb", str(result), "--out", str(mine),
+            message="it is not empty and not an MTEB results folder dsgen wrote; choose another folder or give --overwrite")
+    ok = dsgen("export", "mteb", str(result), "--out", str(mine), "--overwrite")  # named on purpose
+    assert ok.returncode == 0, ok.stderr
+    assert not (mine / "notes.txt").exists() and json.loads((mine / "dsgen_export.json").read_text())["kind"] == "mteb-results"
+    again = dsgen("export", "mteb", str(result), "--out", str(mine))  # its own export: replaced without asking
+    assert again.returncode == 0, again.stderr
+    refused("export", "pairs", str(pairs), "--out", str(mine), message="not a dataset folder dsgen wrote (it is an MTEB results folder)")
+    refused("export", "mteb", str(result), "--out", ".", "--overwrite", message="the current folder", cwd=mine)
+    (tmp_path / "empty").mkdir()
+    assert dsgen("export", "mteb", str(result), "--out", str(tmp_path / "empty")).returncode == 0
+
+
 def test_regress_check_fails_on_nan_and_reads_baselines_strictly(tmp_path):
     base = {"schema_version": 1, "preset": "p", "seeds": [1], "scores": {"dino": {"stsb": 80.0}}}
     path = tmp_path / "b.json"

@@ -176,7 +176,8 @@ def test_results_load_with_mtebs_own_loader_and_equal_dsgens(exported, tmp_path)
     loaded = mteb.ResultCache(tmp_path / "mt").load_results(include_remote=False)
     ours = json.loads(result.read_text())
     (model,) = loaded.model_results
-    assert model.model_name.startswith("dsgen/rise-tiny-data3-seed1") and model.model_revision == ours["extra"]["run_key"]
+    assert model.model_name == f"dsgen/rise-tiny-{ours['extra']['variant']}-data3-seed1"
+    assert model.model_revision == ours["extra"]["run_key"]
     by_task = {t.task_name: t for t in model.task_results}
     assert set(by_task) == {"STS16", "STSBenchmark"}
     for task, name in (("sts16", "STS16"), ("stsb", "STSBenchmark")):
@@ -185,6 +186,108 @@ def test_results_load_with_mtebs_own_loader_and_equal_dsgens(exported, tmp_path)
         assert scores["main_score"] == round(ours["tasks"][task]["spearman"] / 100, 6)
         assert scores["manhattan_pearson"] == round(ours["tasks"][task]["manhattan_pearson"] / 100, 6)
         assert by_task[name].dataset_revision == mteb.get_task(name).metadata.dataset["revision"]
+
+
+def test_runs_of_two_methods_on_a_published_encoder_are_two_models_in_mtebs_loader(exported, tmp_path):
+    """Issue 30: every trained ``minilm-l6`` run was filed under the published all-MiniLM-L6-v2 name and
+    revision, so two methods' runs overwrote each other. Only the untrained model evaluated as MTEB does
+    takes the published name; a trained run is named by method, preset, variant and seeds at revision
+    its run key. The ``base`` runs of every seed are one model (written once); two results that would
+    land in one task file with other scores are refused."""
+    import copy
+
+    mteb = require("mteb", "mteb")
+    root, preset, env, result = exported
+    ours = json.loads(result.read_text())
+    results = tmp_path / "runs" / "results" / "quick"
+
+    def put(method, variant, key, shift, data_seed=3, preprocess="raw", trained=True):
+        """The fixture's run as a run of ``method`` on minilm-l6 would record it (the preset's alias)."""
+        data = copy.deepcopy(ours)
+        data.update(model="minilm-l6", method=method, preset="quick", data_seed=data_seed)
+        data["extra"].update(run_key=key, variant=variant, evaluation_data={"preprocess": preprocess, "dtype": "float32"})
+        if not trained:  # base: the plan has no trainer, and nothing was trained
+            data["extra"]["plan"] = {**data["extra"]["plan"], "trainer": None}
+            data["extra"].pop("training", None)
+        for score in data["tasks"].values():
+            score.update({k: v + shift for k, v in score.items() if k != "n" and isinstance(v, float)})
+        path = results / method / variant / f"data-{data_seed}-seed-1.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+        return data
+
+    rise, dino = put("rise", "v-rise", "key-rise", 0.0), put("dino", "v-dino", "key-dino", 2.0)
+    base = put("base", "v-base", "key-base-3", -5.0, trained=False)
+    put("base", "v-base", "key-base-4", -5.0, data_seed=4, trained=False)  # the same model and scores: written once
+    senteval = put("base", "v-senteval", "key-senteval", -7.0, preprocess="senteval", trained=False)
+    res = dsgen("export", "mteb", str(tmp_path / "runs"), "--out", str(tmp_path / "mt"), env=env)
+    assert res.returncode == 0, res.stderr
+    loaded = mteb.ResultCache(tmp_path / "mt").load_results(include_remote=False)
+    published = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2")
+    got = {(m.model_name, m.model_revision): {t.task_name: t.scores["test"][0]["main_score"] for t in m.task_results}
+           for m in loaded.model_results}
+    expected = {("dsgen/rise-quick-v-rise-data3-seed1", "key-rise"): rise, ("dsgen/dino-quick-v-dino-data3-seed1", "key-dino"): dino,
+                (published.name, published.revision): base,
+                ("dsgen/base-quick-v-senteval-data3-seed1", "key-senteval"): senteval}
+    assert set(got) == set(expected)
+    for model, data in expected.items():
+        assert got[model] == {"STS16": round(data["tasks"]["sts16"]["spearman"] / 100, 6),
+                              "STSBenchmark": round(data["tasks"]["stsb"]["spearman"] / 100, 6)}, model
+    put("base", "v-base", "key-base-5", -6.0, data_seed=5, trained=False)  # the published model, other scores
+    clash = dsgen("export", "mteb", str(tmp_path / "runs"), "--out", str(tmp_path / "mt2"), env=env)
+    assert clash.returncode == 2 and clash.stderr.count("\n") == 1 and "with other STS16 scores" in clash.stderr, clash.stderr
+    assert not (tmp_path / "mt2").exists()
+
+
+def test_dataset_and_model_folders_replace_only_their_own_kind(exported, tmp_path):
+    """Issue 30: an export replaced whatever folder it was given. The dataset exports and the model
+    folders (``--save-model``, and :func:`save_model_folder` itself) replace only a folder dsgen wrote as
+    that kind (its marker), anything else only on purpose, and never a folder holding runs."""
+    from sentence_transformers import SentenceTransformer
+
+    from dsgen.errors import DsgenError
+    from dsgen.evaluation.results import Result
+    from dsgen.export.model_folder import save_model_folder
+
+    def kind(folder):
+        return json.loads((folder / "dsgen_export.json").read_text())["kind"]
+
+    root, preset, env, result = exported
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "runs", runs)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own notes\n")
+    export = ("export", "dataset", "rise", "--preset", str(preset), "--runs", str(runs))
+    before = tree(tmp_path)
+    for args, message in (((*export, "--out", str(runs)), "it holds dsgen's runs"),
+                          ((*export, "--out", str(mine)), "not empty and not a dataset folder dsgen wrote; choose another "
+                                                          "folder or give --overwrite"),
+                          ((*export, "--out", str(runs), "--overwrite"), "it holds dsgen's runs")):
+        out = dsgen(*args, env=env)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+        assert tree(tmp_path) == before
+    for args in ((*export, "--out", str(mine), "--overwrite"), (*export, "--out", str(mine))):  # then it is its own
+        out = dsgen(*args, env=env)
+        assert out.returncode == 0, out.stderr
+    assert not (mine / "notes.txt").exists() and kind(mine) == "dataset-folder"
+
+    kept = next(runs.rglob("data-3-seed-1.model"))
+    assert kind(kept) == "model-folder"  # the runner marks what it keeps
+    model, run = SentenceTransformer(str(kept), device="cpu"), Result.load(next(runs.rglob(result.name)))
+    save_model_folder(model, kept, run, "enc", "d")  # its own model folder: replaced
+    (kept / "dsgen_export.json").unlink()  # as kept before dsgen marked its folders: still its own
+    save_model_folder(model, kept, run, "enc", "d")
+    assert kind(kept) == "model-folder"
+    for folder, kwargs, message in ((mine, {}, "not a model folder dsgen wrote (it is a dataset folder); choose another folder"),
+                                    (runs / "results", {"overwrite": True}, "it holds dsgen's runs")):
+        before = tree(tmp_path)
+        with pytest.raises(DsgenError) as refused:
+            save_model_folder(model, folder, run, "enc", "d", **kwargs)
+        assert message in str(refused.value) and "--overwrite to" not in str(refused.value)  # the runner has none
+        assert tree(tmp_path) == before
+    save_model_folder(model, mine, run, "enc", "d", overwrite=True)
+    assert kind(mine) == "model-folder" and SentenceTransformer(str(mine), device="cpu")
 
 
 @pytest.mark.slow

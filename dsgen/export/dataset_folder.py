@@ -183,9 +183,17 @@ def card_body(export: DatasetExport) -> str:
     return "\n".join(lines)
 
 
-def write_dataset_folder(export: DatasetExport, folder: Path) -> Path:
-    """Write ``export`` as a dataset folder at ``folder`` (atomically; see the module docstring)."""
-    check_target_folder(Path(folder))  # before any work: an unwritable target fails at once, writing nothing
+KIND = "dataset-folder"
+
+
+def write_dataset_folder(export: DatasetExport, folder: Path, overwrite: bool = False) -> Path:
+    """Write ``export`` as a dataset folder at ``folder`` (atomically; see the module docstring).
+
+    Args:
+        overwrite: replace an existing folder dsgen did not write as a dataset folder (never one holding
+            runs; :func:`dsgen.export.check_target_folder`).
+    """
+    check_target_folder(Path(folder), KIND, overwrite)  # before any work: a target it may not write fails at once
     from datasets import Dataset
     from huggingface_hub import DatasetCard, DatasetCardData
 
@@ -201,7 +209,7 @@ def write_dataset_folder(export: DatasetExport, folder: Path) -> Path:
         size_categories=[size_category(sum(len(p) for p in export.splits.values()))], pretty_name=export.name,
         configs=[{"config_name": "default",
                   "data_files": [{"split": name, "path": path} for name, path in files.items()]}])
-    with staged_folder(Path(folder)) as stage:
+    with staged_folder(Path(folder), KIND, overwrite) as stage:
         (stage / "data").mkdir()
         for name, r in rows.items():
             Dataset.from_list(r).to_parquet(str(stage / files[name]))

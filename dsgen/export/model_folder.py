@@ -22,10 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dsgen.export import provenance, staged_folder
+from dsgen.export import PROVENANCE, RESULT, provenance, staged_folder
 
 PROMPT_NAME = "dsgen"  # the default prompt a prefix template becomes
-PROVENANCE = "dsgen_provenance.json"
+KIND = "model-folder"
 
 
 def prefix_of(template: str | None) -> str | None:
@@ -85,7 +85,7 @@ def card_metrics(result: Any) -> dict[str, float]:
 
 
 def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, dataset: str, command: str = "",
-                      template: str | None = None) -> Path:
+                      template: str | None = None, overwrite: bool | None = None) -> Path:
     """Write ``model`` as a sentence-transformers folder at ``folder`` (atomically), its card filled with
     the base model spec, the training dataset reference, the evaluation results of ``result`` and the
     provenance; returns the folder.
@@ -93,6 +93,9 @@ def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, da
     Args:
         template: the text template the model was trained and evaluated with (default: the one the
             run's trainer recorded, ``result.extra["training"]["text_template"]``); see the module docstring.
+        overwrite: replace an existing folder dsgen did not write as a model folder (never one holding
+            runs; :func:`dsgen.export.check_target_folder`); None (the runner's ``<run>.model/``): no such
+            option is offered, such a folder is refused.
     """
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
@@ -114,9 +117,9 @@ def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, da
     origin = provenance(run_key=result.extra.get("run_key"), dataset_key=result.extra.get("dataset_key"), command=command,
                         base_model=base_model, method=result.method, preset=result.preset,
                         data_seed=result.data_seed, seed=result.seed, text_template=template)
-    with staged_folder(folder) as stage:
+    with staged_folder(folder, KIND, overwrite) as stage:
         out.save(str(stage))
         (stage / PROVENANCE).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (stage / "dsgen_result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n",
+        (stage / RESULT).write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n",
                                                  encoding="utf-8")
     return Path(folder)

@@ -7,10 +7,14 @@ exactly what ``mteb.ResultCache(<out>).load_results()`` reads. Each task file is
 the cosine, Euclidean and Manhattan Spearman and Pearson, on MTEB's 0-1 scale) saved by
 ``ResultCache.save_to_cache``.
 
-Model names: an embedded encoder MTEB knows keeps MTEB's name and revision (``minilm-l6`` is
+Model names: only an untrained model MTEB knows, evaluated as MTEB evaluates (raw text, float32),
+keeps MTEB's name and revision (``dsgen eval minilm-l6`` or the ``base`` method on it is
 ``sentence-transformers/all-MiniLM-L6-v2`` at MTEB's revision, so its export lands beside the
-published results); a model dsgen trained is ``dsgen/<method>-<preset>-data<d>-seed<t>`` at revision
-``<run key>``. Only tasks MTEB has are written: ``sickr-test`` (SentEval's SICK-R test split) is not
+published results). A model a run trained is ``dsgen/<method>-<preset>-<variant>-data<d>-seed<t>`` at
+revision ``<run key>``, whatever encoder it started from, so runs of two methods (or two variants, or
+two seeds) are different models and never overwrite each other; any other model is named by dsgen
+(:func:`model_meta`). Two results that would still land in the same task file with different scores
+are refused. Only tasks MTEB has are written: ``sickr-test`` (SentEval's SICK-R test split) is not
 MTEB's SICK-R (all 9,927 pairs) and is left out, with a note.
 """
 
@@ -20,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.export import provenance, staged_folder
+from dsgen.export import PROVENANCE, provenance, staged_folder
 
 TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
               "stsb": "STSBenchmark", "sickr": "SICK-R"}
 KNOWN_MODELS = {"minilm-l6": "sentence-transformers/all-MiniLM-L6-v2"}  # embedded encoder -> MTEB model
+KIND = "mteb-results"
 
 
 def import_mteb() -> Any:
@@ -35,19 +40,31 @@ def import_mteb() -> Any:
     return mteb
 
 
+def untrained(result: Any) -> bool:
+    """Whether ``result`` scores a model as it was published: ``dsgen eval`` of a model (no method), or a
+    run whose plan trains nothing (``base``), evaluated on MTEB's raw text in float32."""
+    plan = result.extra.get("plan")
+    as_is = result.method is None or (isinstance(plan, dict) and "trainer" in plan and plan["trainer"] is None
+                                      and "training" not in result.extra)
+    evaluation = result.extra.get("evaluation_data") or {}
+    return as_is and evaluation.get("preprocess", "raw") == "raw" and evaluation.get("dtype", "float32") == "float32"
+
+
 def model_meta(result: Any) -> Any:
-    """MTEB's ModelMeta of the model behind ``result`` (see the module docstring)."""
+    """MTEB's ModelMeta of the model behind ``result`` (see the module docstring): MTEB's own for an
+    :func:`untrained` model it knows (an embedded alias or a Hub name), else one dsgen names."""
     mteb = import_mteb()
     from mteb.models import ModelMeta
 
-    known = KNOWN_MODELS.get(result.model) or (result.model if result.method is None and "/" in result.model else None)
-    if known:
+    known = KNOWN_MODELS.get(result.model) or (result.model if "/" in result.model else None)
+    if known and untrained(result):
         try:
             return mteb.get_model_meta(known)
         except (KeyError, ValueError):
             pass
     if result.method is not None:
-        name = f"dsgen/{result.method}-{result.preset}-data{result.data_seed}-seed{result.seed}"
+        variant = result.extra.get("variant")
+        name = f"dsgen/{result.method}-{result.preset}{f'-{variant}' if variant else ''}-data{result.data_seed}-seed{result.seed}"
         revision = str(result.extra.get("run_key") or "no-run-key")
     else:
         name = "dsgen/" + str(result.model).strip("/").replace("/", "__").replace(":", "_").replace("?", "_")
@@ -56,7 +73,7 @@ def model_meta(result: Any) -> Any:
                      n_parameters=None, memory_usage_mb=None, max_tokens=None, embed_dim=None, license=None,
                      open_weights=True, public_training_code=None, public_training_data=None,
                      framework=["Sentence Transformers"], reference=None, similarity_fn_name="cosine",
-                     use_instructions=False, training_datasets=None, adapted_from=str(result.model))
+                     use_instructions=False, training_datasets=None, adapted_from=known or str(result.model))
 
 
 def task_scores(score: Any) -> dict[str, float]:
@@ -72,8 +89,20 @@ def task_scores(score: Any) -> dict[str, float]:
     return out
 
 
-def export_mteb(results: list[Any], out: Path, command: str = "") -> tuple[list[Path], list[str]]:
-    """Write every result's tasks in MTEB's layout under ``out`` (atomically); returns (task files, notes)."""
+def run_label(result: Any) -> str:
+    """A result as a user names it: its method, preset and seeds, or the model ``dsgen eval`` scored."""
+    if result.method is None:
+        return str(result.model)
+    return f"{result.method} (preset {result.preset}, data seed {result.data_seed}, seed {result.seed})"
+
+
+def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: bool = False) -> tuple[list[Path], list[str]]:
+    """Write every result's tasks in MTEB's layout under ``out`` (atomically); returns (task files, notes).
+
+    Args:
+        overwrite: replace an existing folder dsgen did not write as MTEB results (never one holding
+            runs; :func:`dsgen.export.check_target_folder`).
+    """
     import json
 
     mteb = import_mteb()
@@ -82,7 +111,8 @@ def export_mteb(results: list[Any], out: Path, command: str = "") -> tuple[list[
     written: list[Path] = []
     notes: list[str] = []
     origins: list[dict[str, Any]] = []
-    with staged_folder(Path(out)) as stage:
+    filed: dict[tuple[str, str, str], tuple[Any, dict[str, float]]] = {}  # (model, revision, task) -> (result, scores)
+    with staged_folder(Path(out), KIND, overwrite) as stage:
         cache = ResultCache(cache_path=stage)
         for result in results:
             meta = model_meta(result)
@@ -90,9 +120,17 @@ def export_mteb(results: list[Any], out: Path, command: str = "") -> tuple[list[
                 if task not in TASK_NAMES:
                     notes.append(f"{result.method or result.model}: {task} is not an MTEB task; left out")
                     continue
+                where, scores = (meta.name, meta.revision, TASK_NAMES[task]), task_scores(score)
+                if where in filed:  # the same model scored twice (the base method under every seed): once
+                    first, before = filed[where]
+                    if before != scores:
+                        raise DsgenError(f"{run_label(first)} and {run_label(result)} are both {meta.name} at revision "
+                                         f"{meta.revision} with other {where[2]} scores; export them into separate folders")
+                    continue
+                filed[where] = (result, scores)
                 mteb_task = mteb.get_task(TASK_NAMES[task])
                 seconds = float(result.timings.get("evaluate_seconds", result.timings.get("encode_and_score_seconds", 0.0)))
-                task_result = TaskResult.from_task_results(mteb_task, {"test": {"default": task_scores(score)}},
+                task_result = TaskResult.from_task_results(mteb_task, {"test": {"default": scores}},
                                                            evaluation_time=seconds)
                 cache.save_to_cache(task_result, meta)
                 path = cache.get_task_result_path(task_result.task_name, meta)
@@ -100,5 +138,5 @@ def export_mteb(results: list[Any], out: Path, command: str = "") -> tuple[list[
             origins.append({"model": meta.name, "revision": meta.revision,
                             **provenance(run_key=result.extra.get("run_key"), command=command, dsgen_model=result.model)})
         # beside MTEB's tree, not in it (its loader reads every JSON of a revision folder as a task result)
-        (stage / "dsgen_provenance.json").write_text(json.dumps(origins, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (stage / PROVENANCE).write_text(json.dumps(origins, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return written, notes
