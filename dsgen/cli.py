@@ -223,13 +223,16 @@ def table_cmd(
 ) -> None:
     """Build one comparison table from result files (best per column marked)."""
     from dsgen.artifacts import atomic_open, check_writable_target
-    from dsgen.evaluation.tables import comparison_frame, load_results, to_csv, to_markdown, to_rich
+    from dsgen.evaluation.tables import comparison_frame, failed_results, load_results, to_csv, to_markdown, to_rich
 
     for target in (markdown, csv):
         if target is not None:
             check_writable_target(target)
-    frame = comparison_frame(load_results(results))
+    loaded = load_results(results)
+    frame = comparison_frame(loaded)
     _console().print(to_rich(frame, title="Spearman x 100 (cosine)"))
+    for line in failed_results(loaded):  # a run that did not train: a row marked failed, never a score
+        _console().print(f"failed: {line}", markup=False)
     if markdown:
         with atomic_open(markdown) as fh:
             fh.write(to_markdown(frame) + "\n")
@@ -340,12 +343,34 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
 
 
 def _report(console: Any) -> Any:
+    """The per-run line: ``method (data seed d, training seed t): avg ...``, worded as a failed run's line."""
     from dsgen.evaluation.tables import run_text
 
     def on_result(method: str, plan: Any, result: Any) -> None:
-        console.print(f"[bold]{method}[/bold] {run_text(plan.run)}: avg {result.average:.2f} "
+        console.print(f"[bold]{method}[/bold] ({run_text(plan.run)}): avg {result.average:.2f} "
                       f"({', '.join(f'{t} {s.spearman:.2f}' for t, s in result.tasks.items())})")
     return on_result
+
+
+def _report_failures(console: Any, failures: list[Any]) -> None:
+    """One line per failed run (``method (run): reason``): it has a row marked failed in the tables."""
+    from rich.markup import escape
+
+    for f in failures:
+        console.print(f"[red]no model[/red] {escape(str(f))}")
+
+
+def _exit_if_crashed(failures: list[Any]) -> None:
+    """Exit 1, naming them, when runs crashed on an unexpected exception (the other runs went on and the tables
+    were written); their tracebacks are under ``--out``'s ``logs/``."""
+    from dsgen.evaluation.tables import run_text
+    from dsgen.runner import RunCrashed
+
+    crashed = [f for f in failures if isinstance(f, RunCrashed)]
+    if crashed:
+        print(f"error: {len(crashed)} run{'s' if len(crashed) > 1 else ''} crashed: "
+              + "; ".join(f"{f.method} ({run_text(f.run)}), traceback in {f.log}" for f in crashed), file=sys.stderr)
+        raise typer.Exit(1)
 
 
 def _publish(paths: dict[str, Path], publish: Optional[Path], preset: str) -> list[Path]:
@@ -486,16 +511,18 @@ def compare_cmd(
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
-    for f in failures:
-        console.print(f"[red]no model[/red] {f}")
-    done = [m for m in names if m in results and len(results[m]) == len(runs)]
+    _report_failures(console, failures)
+    failed = {f.method for f in failures}
+    done = [m for m in names if m in results and m not in failed and len(results[m]) == len(runs)]
     if names[0] not in done:
+        _exit_if_crashed(failures)
         raise DsgenError(f"the reference method '{names[0]}' produced no result; nothing to compare against")
     comparison = Comparison(done, p.tasks, {m: results[m] for m in done}, preset=p.name, failures=failures)
     stem = name or "compare-" + "-".join(names)
     paths = write_comparison(comparison, runner.out / "tables" / p.name, stem, command=_command())
     console.print(comparison_rich(comparison))
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    _exit_if_crashed(failures)
 
 
 @app.command("curve")
@@ -536,8 +563,12 @@ def curve_cmd(
             for d, s in runs:
                 plan_run(m, sized, s, ov, d)
     console = _console()
-    results = {n: run_many(methods, sized, runs, runner, ov, on_result=_report(console)) for n, sized in at.items()}
-    points = curve_points(results)
+    failures: dict[int, list] = {n: [] for n in at}
+    results = {n: run_many(methods, sized, runs, runner, ov, on_result=_report(console), failures=failures[n])
+               for n, sized in at.items()}
+    every_failure = [f for n in at for f in failures[n]]
+    _report_failures(console, every_failure)
+    points = curve_points(results, failures)
     header = {"preset": p.name, "runs": runs, "tasks_text": tasks_text(p.tasks),
               "encoders": sorted({describe_encoder(r.model) for by in results.values() for rs in by.values() for r in rs})}
     paths = write_curve(points, runner.out / "tables" / p.name, name or "curve-" + "-".join(methods), header, _command())
@@ -545,6 +576,7 @@ def curve_cmd(
     means.index.name = "method"
     console.print(to_rich(means, title=f"learning curve, preset {p.name}: mean avg. by inputs"))
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    _exit_if_crashed(every_failure)
 
 
 @app.command("regress")
@@ -682,7 +714,9 @@ def claims_cmd(
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
-    scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs)}
+    _report_failures(console, failures)
+    failed = {f.method for f in failures}
+    scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs) and m not in failed}
     means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
     seed_list = sorted({s for _, s in runs})
     verdicts = judge_all(claims, scores, missing={f.method: f.reason for f in failures})
@@ -693,14 +727,16 @@ def claims_cmd(
               "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs})}
     claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, {len(runs)} runs")
     with atomic_open(paths["markdown"]) as fh:
-        fh.write(claims_markdown(verdicts, means, header, _command(), figures))
+        fh.write(claims_markdown(verdicts, means, header, _command(), figures, failures))
     write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "runs": [list(r) for r in runs],
                                "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
-                               "failures": [{"method": f.method, "seed": f.seed, "reason": f.reason} for f in failures],
+                               "failures": [{"method": f.method, "data_seed": f.data_seed, "seed": f.seed,
+                                             "reason": f.reason} for f in failures],
                                "verdicts": [verdict_record(v) for v in verdicts]})
     for v in verdicts:
         console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
     console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    _exit_if_crashed(failures)
 
 
 # -- exports -----------------------------------------------------------------------------------------

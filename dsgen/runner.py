@@ -19,6 +19,12 @@ its run key (the plan, its models' fingerprints, the evaluation data's fingerpri
 
 Every result records how long each stage took (``timings``): generation (and what making its
 dataset cost when it came from the cache), postprocessing, reweighting, training, evaluation.
+
+A run that trains nothing is a failed run, never a score: its training log must show enough optimizer steps
+taken with a non-zero learning rate and a weight update (:func:`dsgen.training.fit.training_failure`, the one
+rule for fresh and cached results); otherwise it raises :class:`RunFailed` like a run whose filter kept nothing.
+An unexpected exception inside a run (:class:`RunCrashed`) is recorded with its traceback under
+``logs/<preset>/<method>/<variant>/<run>.log`` while :func:`run_many` goes on with the other runs.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from dsgen.generation.base import GenerationContext
 from dsgen.method import get_method
 from dsgen.planning import Overrides, RunPlan, plan_run
 from dsgen.presets import Preset
+from dsgen.training.fit import training_failure
 
 
 def result_path(out: Path, plan: RunPlan) -> Path:
@@ -44,13 +51,34 @@ def result_path(out: Path, plan: RunPlan) -> Path:
     return Path(out) / "results" / plan.preset.name / plan.method.name / plan.variant / f"data-{data}-seed-{seed}.json"
 
 
+def log_path(out: Path, plan: RunPlan) -> Path:
+    """Where the traceback of a run that crashed is written: ``logs/`` beside ``results/``, the same names."""
+    return Path(out) / "logs" / result_path(out, plan).relative_to(Path(out) / "results").with_suffix(".log")
+
+
 class RunFailed(DsgenError):
-    """A run that stopped on its data (a filter kept nothing, a reweighter could not fit), with what it knew then."""
+    """A run that stopped on its data (a filter kept nothing, a reweighter could not fit, training trained nothing),
+    with what it knew then: a row of the tables marked as failed, never a score."""
 
     def __init__(self, method: str, seed: int, message: str, extra: dict[str, Any], data_seed: int | None = None) -> None:
-        where = f"seed {seed}" if data_seed in (None, seed) else f"data seed {data_seed}, seed {seed}"
-        super().__init__(f"{method} ({where}): {message}")
+        from dsgen.evaluation.tables import run_text
+
+        super().__init__(f"{method} ({run_text((data_seed, seed))}): {message}")
         self.method, self.seed, self.reason, self.extra, self.data_seed = method, seed, message, extra, data_seed
+
+    @property
+    def run(self) -> tuple[int | None, int]:
+        return (self.data_seed, self.seed)
+
+
+class RunCrashed(RunFailed):
+    """A run stopped by an unexpected exception (not a :class:`~dsgen.errors.DsgenError`): a bug, or a library's
+    failure. Its traceback is in ``log``; the command that ran it goes on with the other runs and exits 1."""
+
+    def __init__(self, method: str, seed: int, message: str, extra: dict[str, Any], data_seed: int | None = None,
+                 log: Path | None = None) -> None:
+        super().__init__(method, seed, message, extra, data_seed)
+        self.log = log
 
 
 @dataclass
@@ -168,6 +196,8 @@ class Runner:
             except DsgenError:
                 continue
             if result.extra.get("run_key") == key:
+                if plan.trainer is not None and training_failure(result.extra.get("training")) is not None:
+                    return None  # never a score: made before the training record, or it trained nothing
                 result.predictions = Result.load_predictions(candidate)
                 if candidate != path:  # a seed-independent method: the same result under this run
                     result.seed, result.data_seed = plan.seed, plan.run[0]
@@ -264,11 +294,30 @@ class Runner:
         out.extra["train_pairs"], out.extra["validation_pairs"] = len(out.train), len(out.validation)
         return out
 
-    def _fail(self, plan: RunPlan, message: str, extra: dict[str, Any]) -> RunFailed:
+    def _fail(self, plan: RunPlan, message: str, extra: dict[str, Any], log: Path | None = None) -> RunFailed:
+        """Record a failed run (``.failed.json`` beside where its result would be) and return what says so: a
+        :class:`RunCrashed` when a traceback ``log`` was written, else a :class:`RunFailed`."""
         write_json(self.result_path(plan).with_suffix(".failed.json"),
                    {"method": plan.method.name, "seed": plan.seed, "data_seed": plan.run[0], "reason": message,
                     "extra": extra})
+        if log is not None:
+            return RunCrashed(plan.method.name, plan.seed, message, extra, plan.run[0], log)
         return RunFailed(plan.method.name, plan.seed, message, extra, plan.run[0])
+
+    def crashed(self, plan: RunPlan, exc: BaseException) -> RunFailed:
+        """Record a run stopped by an unexpected exception: its traceback under ``logs/`` (:func:`log_path`) and a
+        ``.failed.json`` beside where its result would be; returns the :class:`RunCrashed` that says so in one line."""
+        import traceback
+
+        from dsgen.artifacts import atomic_open
+
+        log = log_path(self.out, plan)
+        with atomic_open(log) as fh:
+            fh.write(f"{plan.method.name} ({plan.preset.name}, variant {plan.variant}), run {list(plan.run)}\n\n")
+            fh.write("".join(traceback.format_exception(exc)))
+        first = (str(exc).strip().splitlines() or [""])[0]
+        reason = f"crashed: {type(exc).__name__}" + (f": {first}" if first else "") + f" (traceback in {log})"
+        return self._fail(plan, reason, {"traceback_log": str(log)}, log)
 
     # -- one run -------------------------------------------------------------------------------
     def run(self, plan: RunPlan) -> Result:
@@ -336,6 +385,9 @@ class Runner:
             model, extra["training"] = outcome.model, outcome.log
             template = outcome.log.get("text_template")
             timings["train_seconds"] = round(time.perf_counter() - t3, 2)
+            failure = training_failure(outcome.log)
+            if failure is not None:
+                raise self._fail(plan, failure, extra)
         else:
             from dsgen.encoders import load_encoder
 
@@ -377,8 +429,10 @@ def run_many(methods: list[str], preset: Preset, runs: list[tuple[int, int]] | l
     Args:
         runs: (data seed, training seed) pairs (:meth:`dsgen.presets.Preset.runs`), or training seeds
             alone (each its own data, or the preset's single data seed).
-        failures: where a run that stops on its data (:class:`RunFailed`) is recorded while the other
-            runs go on (the method is left out of the returned results); None: it is raised.
+        failures: where a run that stops on its data (:class:`RunFailed`) or crashes on an unexpected exception
+            (:class:`RunCrashed`, its traceback written under ``logs/``) is recorded while the other runs go on (the
+            run is left out of the returned results, a method without any run too); None: it is raised. A
+            :class:`~dsgen.errors.DsgenError` that is not a :class:`RunFailed` (bad input) is always raised.
     """
     pairs = [r if isinstance(r, tuple) else (None, r) for r in runs]
     plans = {m: [plan_run(get_method(m), preset, s, overrides, d) for d, s in pairs] for m in methods}
@@ -392,6 +446,13 @@ def run_many(methods: list[str], preset: Preset, runs: list[tuple[int, int]] | l
                 if failures is None:
                     raise
                 failures.append(exc)
+                continue
+            except DsgenError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one run's bug must not take the other runs with it
+                if failures is None:
+                    raise
+                failures.append(runner.crashed(p, exc))
                 continue
             out[m].append(r)
             if on_result:

@@ -247,6 +247,9 @@ max_new_tokens = 8
 encoder = "{tiny_encoder_dir}"
 device = "cpu"
 batch_size = 16
+# a dozen inputs make one or two steps: no warm-up (it would take the only step at rate 0), every step counts
+warmup_ratio = 0.0
+min_trained_steps = 1
 [reweighting.sdi]
 encoder = "{tiny_encoder_dir}"
 epochs = 1.0
@@ -285,7 +288,7 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
     assert data["plan"]["trainer"]["epochs"] == 3.0 and data["origins"]["trainer"]["epochs"] == "method"
     results = sorted((out / "results" / "tiny" / "dino").rglob("data-*-seed-*.json"))
     table = dsgen("table", *map(str, results), "--markdown", str(tmp_path / "t.md"), env=env)
-    assert table.returncode == 0 and "dino (seed 1)" in (tmp_path / "t.md").read_text()
+    assert table.returncode == 0 and "dino (data seed 1, training seed 1)" in (tmp_path / "t.md").read_text()
 
 
 def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
@@ -325,3 +328,65 @@ def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_
     assert (out / "results" / "tiny-4").is_dir() and (out / "results" / "tiny-8").is_dir()
     bad = dsgen("curve", "dino", "--preset", str(tiny_preset), "--sizes", "0", "--out", str(tmp_path / "x"), env=env)
     assert bad.returncode == 2 and "--sizes" in bad.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.fixture
+def mock_preset(tmp_path, tiny_lm_dir, tiny_encoder_dir):
+    """A preset for the test plug-ins (mock generator, in this process): 3 inputs make a one-step run."""
+    from tests.mock_components import register_mock_components
+
+    register_mock_components()
+    inputs = tmp_path / "x1.txt"
+    inputs.write_text("\n".join(f"A man plays the guitar number {i} on a red street." for i in range(3)))
+    path = tmp_path / "mock.toml"
+    path.write_text(f"""seeds = [1, 2]
+data_seed = 42
+inputs = "{inputs}"
+max_inputs = 3
+tasks = ["sts16"]
+[generation]
+generator = "{tiny_lm_dir}"
+device = "cpu"
+per_label = 2
+[training]
+encoder = "{tiny_encoder_dir}"
+device = "cpu"
+batch_size = 64
+""")
+    return path
+
+
+def test_compare_and_curve_go_on_past_a_crashed_run_and_exit_1_naming_it(mock_preset, tmp_path, sts_data_dir,
+                                                                         monkeypatch):
+    """One run crashes on an unexpected exception (training seed 2), the other trains nothing (one step, all
+    warm-up): the table is written with the method as a failed row, the crash's traceback is under --out's logs/,
+    and the command exits 1 naming the crashed run. `curve` does the same."""
+    from typer.testing import CliRunner
+
+    from dsgen.cli import app
+    from tests.test_runner import crash_on_training_seed_2
+
+    monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
+    crash_on_training_seed_2(monkeypatch, "an unexpected bug")
+    out = tmp_path / "runs"
+    res = CliRunner().invoke(app, ["compare", "base", "mock-dino", "--preset", str(mock_preset), "--out", str(out),
+                                   "--quiet"])
+    assert res.exit_code == 1, res.output + res.stderr
+    (log,) = (out / "logs").rglob("data-42-seed-2.log")
+    assert "TypeError: an unexpected bug" in log.read_text()
+    last = res.stderr.strip().splitlines()[-1]  # (in this process the libraries' loading bars print above it)
+    assert last == f"error: 1 run crashed: mock-dino (data seed 42, training seed 2), traceback in {log}"
+    assert "base (data seed 42, training seed 1): avg" in res.stdout  # the per-run line, worded as a failure's
+    assert "no model mock-dino (data seed 42, training seed 1): trained nothing: " in res.stdout
+    md = (out / "tables" / "mock" / "compare-base-mock-dino.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| mock-dino"))
+    assert "no score: 2 of 2 runs failed" in row
+    assert "- `mock-dino` (data seed 42, training seed 1): trained nothing: " in md
+    assert f"- `mock-dino` (data seed 42, training seed 2): crashed: TypeError: an unexpected bug (traceback in {log})" in md
+    curve = CliRunner().invoke(app, ["curve", "mock-dino", "base", "--preset", str(mock_preset), "--sizes", "3",
+                                     "--out", str(tmp_path / "curve"), "--quiet"])
+    assert curve.exit_code == 1 and "1 run crashed: mock-dino (data seed 42, training seed 2)" in curve.stderr
+    text = (tmp_path / "curve" / "tables" / "mock" / "curve-mock-dino-base.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("|") and "mock-dino" in line)
+    assert "failed: no score (2 runs failed)" in row
+    assert "- `mock-dino` at 3 inputs (data seed 42, training seed 1): trained nothing: " in text

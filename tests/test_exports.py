@@ -33,6 +33,8 @@ max_new_tokens = 8
 encoder = "{tiny_encoder_dir}"
 device = "cpu"
 batch_size = 16
+warmup_ratio = 0.0
+min_trained_steps = 1
 [reweighting.sdi]
 encoder = "{tiny_encoder_dir}"
 epochs = 1.0
@@ -458,6 +460,8 @@ batch_size = 16
 epochs = 1
 learning_rate = 1e-3
 model_selection = false
+warmup_ratio = 0.0
+min_trained_steps = 1
 """)
     env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     run = dsgen("run", "dino", "--preset", str(preset), "--save-model", "--out", str(tmp_path / "runs"), "--quiet", env=env)

@@ -100,7 +100,8 @@ def _tiny_models(root, data_dir):
 
 
 OVERRIDDEN = {"encoder", "generation.generator", "generation.device", "trainer.encoder", "trainer.device", "reweighter.encoder",
-              "reweighter.device", "max_inputs", "dev_max_inputs", "preset"}
+              "reweighter.device", "max_inputs", "dev_max_inputs", "preset", "trainer.batch_size", "trainer.mini_batch_size",
+              "trainer.min_trained_steps", "trainer.epochs"}
 
 
 def _flat(d, prefix=""):
@@ -126,8 +127,14 @@ def test_the_paper_path_runs_end_to_end_on_the_papers_architectures(tmp_path, st
                 .replace('"google-bert/bert-base-uncased"', f'"{paths["bert"]}"')
                 .replace('"t5:google-t5/t5-base"', f'"t5:{paths["t5"]}"')
                 .replace('device = "auto"', 'device = "cpu"')
-                .replace("seeds = [1, 2, 3]", "seeds = [1]\nmax_inputs = 40\ndev_max_inputs = 6"))
-    preset = tmp_path / "paper.toml"  # the paper preset, but for the model paths and the input counts
+                .replace("seeds = [1, 2, 3]", "seeds = [1]\nmax_inputs = 40\ndev_max_inputs = 6")
+                # a few dozen pairs in the papers' batches (32, GenSE's 1024) make one step, all warm-up: batches
+                # small enough for several steps (GenSE's few triplets over 4 epochs), held to a floor of 2 steps at
+                # a non-zero learning rate
+                .replace("[training]\n", "[training]\nbatch_size = 4\nmin_trained_steps = 2\n")
+                .replace("batch_size = 1024\nmini_batch_size = 64", "batch_size = 2\nmini_batch_size = 2\nepochs = 4"))
+    assert "batch_size = 4" in text and "batch_size = 2\n" in text
+    preset = tmp_path / "paper.toml"  # the paper preset, but for the model paths, the input counts and the batches
     preset.write_text(text)
     env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1"}
     out = dsgen("compare", "dino", "rise", "gense", "gense-no-filter", "--preset", str(preset), "--out",
@@ -149,4 +156,11 @@ def test_the_paper_path_runs_end_to_end_on_the_papers_architectures(tmp_path, st
     training = results["gense-no-filter"]["extra"]["training"]
     # selection on STSb dev every 250 steps only (GenSE's evaluation_strategy steps): this run is shorter
     assert training["evaluation_interval"] == 250 and (training["validation_history"] or training["steps"] < 250)
-    assert results["dino"]["extra"]["training"]["steps"] >= 1
+    for method, result in results.items():  # every trained row trained: steps at a non-zero rate, weights moved
+        training = result["extra"].get("training")
+        if method == "base":
+            assert training is None
+            continue
+        assert training["nonzero_lr_steps"] >= training["min_trained_steps"] == 2, (method, training)
+        assert training["optimizer_steps"] > training["nonzero_lr_steps"]  # the first step is warm-up, at rate 0
+        assert training["weight_update"] > 1e-6, (method, training)

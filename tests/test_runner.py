@@ -29,8 +29,9 @@ def setup(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
     preset = Preset(name="unit", seeds=[1, 2], data_seed=42, inputs=str(inputs), tasks=["sts16"], max_inputs=40,
                     generation={"generator": str(tiny_lm_dir), "device": "cpu", "batch_size": 32, "per_label": 2,
                                 "sampling": {"max_new_tokens": 6}},
+                    # the tests of caching and keys train a few steps: the floor of a trained run is tested on its own
                     training={"encoder": str(tiny_encoder_dir), "batch_size": 16, "device": "cpu", "learning_rate": 1e-4,
-                              "contrastive": {"batch_size": 16}},
+                              "min_trained_steps": 1, "contrastive": {"batch_size": 16}},
                     reweighting={"sdi": {"encoder": str(tiny_encoder_dir), "epochs": 1.0, "device": "cpu"}})
     return preset, sts_data_dir
 
@@ -312,3 +313,127 @@ def test_a_hub_model_without_a_known_revision_is_resolved_or_refused(monkeypatch
     monkeypatch.setattr(models, "hub_source", offline)
     with pytest.raises(DsgenError, match="not in the local Hugging Face cache"):
         models.model_fingerprint("someone/some-model")
+
+
+def _default_floor(preset, **training):
+    """The runner tests' preset with the trainer's own floor (``min_trained_steps``) and warm-up."""
+    return {k: v for k, v in {**preset.training, **training}.items() if k != "min_trained_steps"}
+
+
+def test_a_run_that_trains_nothing_is_a_failed_run_never_a_score(setup, tmp_path):
+    """The issue's e5-sts: a few pairs make one step, all warm-up (the default warm-up ratio), so no weight
+    changes. The runner fails it with one line, writes no result, and a comparison shows it as failed."""
+    from dsgen.evaluation.comparison import Comparison
+    from dsgen.evaluation.tables import comparison_markdown
+    from dsgen.training.fit import TrainingConfig
+
+    preset, data = setup
+    tiny = replace(preset, max_inputs=3, training=_default_floor(preset, batch_size=64))
+    assert "warmup_ratio" not in tiny.training and TrainingConfig().warmup_ratio == 0.1
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    with pytest.raises(RunFailed) as err:
+        runner.run(plan_run("mock-dino", tiny, 1))
+    message = str(err.value)
+    assert message.startswith("mock-dino (data seed 42, training seed 1): trained nothing: ")
+    assert "pairs make one optimizer step, all of it warm-up (learning rate 0); use more inputs" in message
+    assert "\n" not in message
+    path = runner.result_path(plan_run("mock-dino", tiny, 1))
+    assert not path.exists()  # no score anywhere
+    failed = json.loads(path.with_suffix(".failed.json").read_text())
+    assert failed["reason"].startswith("trained nothing") and failed["extra"]["training"]["weight_update"] == 0.0
+    failures: list[RunFailed] = []
+    results = run_many(["base", "mock-dino"], tiny, [1, 2], runner, failures=failures)
+    assert "mock-dino" not in results and [f.seed for f in failures] == [1, 2]
+    md = comparison_markdown(Comparison(["base"], ["sts16"], results, preset="unit", failures=failures))
+    row = next(line for line in md.splitlines() if line.startswith("| mock-dino"))
+    assert "failed" in row and "no score: 2 of 2 runs failed" in row and not any(c.isdigit() for c in row.split("|")[2])
+    assert "- `mock-dino` (data seed 42, training seed 2): trained nothing: " in md
+    assert "- `base`: no training: every run scores the same model" in md  # base named as such
+
+
+def test_a_run_below_the_floor_fails_and_one_above_trains(setup, tmp_path):
+    """The floor is the trainer's ``min_trained_steps`` (default 10 steps at a non-zero learning rate): 87 pairs in
+    batches of 16 (6 steps, 5 at a non-zero rate) fail with the default, and train with a floor of 5."""
+    preset, data = setup
+    few = replace(preset, max_inputs=12, training=_default_floor(preset))
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    with pytest.raises(RunFailed, match="trained too little: 87 pairs make 6 optimizer steps, 5 with a non-zero learning "
+                                        "rate, fewer than the 10 a run needs"):
+        runner.run(plan_run("mock-dino", few, 1))
+    enough = replace(few, training={**few.training, "min_trained_steps": 5})
+    result = runner.run(plan_run("mock-dino", enough, 1))
+    training = result.extra["training"]
+    assert (training["optimizer_steps"], training["nonzero_lr_steps"], training["min_trained_steps"]) == (6, 5, 5)
+    assert training["weight_update"] > 0
+
+
+def test_a_cached_result_without_the_training_record_is_never_reused(setup, tmp_path, monkeypatch):
+    """A result file made before dsgen recorded the optimizer steps and the weight update (or one whose record
+    fails the rule) is not a score: the run is made again, not read back."""
+    preset, data = setup
+    trained = _counting_training(monkeypatch)
+    mine = replace(preset, max_inputs=12)
+    plan = plan_run("mock-dino", mine, 1)
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    runner.run(plan)
+    path = runner.result_path(plan)
+    assert len(trained) == 1
+    Runner(tmp_path / "runs", str(data), progress=False).run(plan)
+    assert len(trained) == 1  # a complete record: reused
+    for edit in ({"drop": "nonzero_lr_steps"}, {"set": ("weight_update", 0.0)}):
+        data_ = json.loads(path.read_text())
+        if "drop" in edit:
+            del data_["extra"]["training"][edit["drop"]]
+        else:
+            data_["extra"]["training"][edit["set"][0]] = edit["set"][1]
+        path.write_text(json.dumps(data_))
+        before = len(trained)
+        again = Runner(tmp_path / "runs", str(data), progress=False).run(plan)
+        assert len(trained) == before + 1 and again.extra["training"]["weight_update"] > 0  # trained again
+        assert json.loads(path.read_text())["extra"]["training"]["nonzero_lr_steps"] > 0
+
+
+def crash_on_training_seed_2(monkeypatch, message):
+    """The regression trainer raises TypeError(message) on training seed 2 (a bug inside one run)."""
+    from dsgen.training.regression import RegressionTrainer
+
+    real = RegressionTrainer.train
+
+    def flaky(self, train, validation, seed, progress=True):
+        if seed == 2:
+            raise TypeError(message)
+        return real(self, train, validation, seed, progress)
+
+    monkeypatch.setattr(RegressionTrainer, "train", flaky)
+
+
+def test_an_unexpected_exception_fails_that_run_only_with_its_traceback_logged(setup, tmp_path, monkeypatch):
+    """A bug inside one run (here: the trainer raises TypeError on training seed 2) marks that run failed, writes
+    its traceback under logs/, and the other runs go on; an input error (a DsgenError) still stops everything."""
+    from dsgen.errors import DsgenError
+    from dsgen.runner import RunCrashed, log_path
+
+    preset, data = setup
+    mine = replace(preset, max_inputs=12)
+    crash_on_training_seed_2(monkeypatch, "'<' not supported between instances of 'NoneType' and 'float'")
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    failures: list[RunFailed] = []
+    results = run_many(["mock-dino", "base"], mine, [1, 2], runner, failures=failures)
+    assert [r.seed for r in results["mock-dino"]] == [1] and len(results["base"]) == 2
+    (crash,) = failures
+    assert isinstance(crash, RunCrashed) and crash.method == "mock-dino" and crash.run == (42, 2)
+    log = log_path(runner.out, plan_run("mock-dino", mine, 2))
+    assert crash.log == log and log.is_relative_to(tmp_path / "runs" / "logs")
+    text = log.read_text()
+    assert "Traceback" in text and "TypeError: '<' not supported" in text and "flaky" in text
+    assert crash.reason == f"crashed: TypeError: '<' not supported between instances of 'NoneType' and 'float' " \
+                           f"(traceback in {log})"
+    with pytest.raises(TypeError):  # without a failures list it is raised, as before
+        run_many(["mock-dino"], mine, [2], runner)
+
+    def bad_input(self, plan):
+        raise DsgenError("STS data folder /nowhere not found")
+
+    monkeypatch.setattr(Runner, "_run", bad_input)
+    with pytest.raises(DsgenError, match="/nowhere"):
+        run_many(["base"], mine, [1], runner, failures=[])

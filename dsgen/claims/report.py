@@ -69,9 +69,11 @@ def verdict_record(v: Verdict) -> dict[str, Any]:
 
 
 def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",
-                    figures: list[Any] = ()) -> str:
+                    figures: list[Any] = (), failures: list[Any] = ()) -> str:
+    """The report; ``failures`` (``dsgen.runner.RunFailed``) are the runs that produced no trained model: a claim
+    on their method is inconclusive (its row says why) and each is listed, never scored."""
     from dsgen.claims import ALPHA, POWER
-    from dsgen.evaluation.tables import runs_text, tasks_text
+    from dsgen.evaluation.tables import run_text, runs_text, tasks_text
 
     instruments = [v for v in verdicts if v.family == "instrument"]
     papers = [v for v in verdicts if v.family != "instrument"]
@@ -110,6 +112,9 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
               f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
               _table(papers, means), ""]
     lines += ["Notes:", ""] + [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
+    if failures:
+        lines += ["", "Failed runs (no score: a method with any is not compared, and its claims are inconclusive):", ""]
+        lines += [f"- `{f.method}` ({run_text(f.run)}): {f.reason}" for f in failures]
     if figures:
         lines += ["", "Headline figures no comparison here can test:", ""]
         lines += [f"- {f.paper} ({f.table}{f', p. {f.page}' if f.page else ''}): {f.statement}. Not tested: {f.why}."

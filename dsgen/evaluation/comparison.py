@@ -17,6 +17,13 @@ from dsgen.evaluation.statistics import Interval, nested_interval, paired_bootst
 
 STAGES = ("generate", "reweight", "train", "evaluate")
 
+NEAR_CONSTANT_SD = 0.05
+"""A trained method whose average score varies by less than this between training seeds on one dataset (sample
+sd, Spearman x 100) gives nearly the same model from every training seed: its seeds are not independent
+replicates, and the table's notes say so. 0.05 is a seventh of the smallest training-seed spread of a method that
+trains on ``cpu`` (0.36, syncse-partial; DINO 0.71, human 0.42) and five times syncse-scratch's 0.01 (its
+triplets fit one batch, seen three times)."""
+
 
 @dataclass
 class Comparison:
@@ -29,7 +36,11 @@ class Comparison:
             method; differences are paired by run).
         preset: preset name, for titles.
         n_boot: resamples of the test-pair bootstrap.
-        failures: ``dsgen.runner.RunFailed`` of runs that produced no model.
+        failures: ``dsgen.runner.RunFailed`` of runs that produced no model (a method with any failed run is not
+            compared: it is shown as failed, never with a score).
+
+    A result whose training log does not show that it trained (:meth:`Result.training_failure`) is refused: such a
+    run is a failure (``dsgen.runner`` raises it as one), never a score.
     """
 
     methods: list[str]
@@ -47,8 +58,14 @@ class Comparison:
         def order(r: Result) -> tuple[int, int]:
             return tuple(-1 if x is None else x for x in r.run)  # type: ignore[return-value]
 
+        from dsgen.evaluation.tables import run_text
+
         for m in self.methods:
             self.results[m] = sorted(self.results[m], key=order)
+            for r in self.results[m]:
+                failure = r.training_failure()
+                if failure is not None:
+                    raise DsgenError(f"'{m}' ({run_text(r.run)}) is not a trained model's result: {failure}")
         self._check_same_pairs()
         ref = self.methods[0]
         ref_runs = [r.run for r in self.results[ref]]
@@ -144,8 +161,8 @@ class Comparison:
 
     def spread(self) -> dict[str, dict[str, float]]:
         """Per method, the spread of its average score by source (:func:`dsgen.evaluation.statistics.variance_components`):
-        between data seeds and between training seeds on one dataset; methods whose runs do not vary
-        (``base``) are left out."""
+        between data seeds and between training seeds on one dataset; methods whose runs do not vary at all
+        (``base``) are left out of this table and named by :meth:`replicate_notes`."""
         from dsgen.evaluation.statistics import variance_components
 
         out = {}
@@ -153,6 +170,35 @@ class Comparison:
             scores = self.run_scores(m)
             if len(set(scores.values())) > 1:
                 out[m] = {k: round(v, 3) if isinstance(v, float) else v for k, v in variance_components(scores).items()}
+        return out
+
+    def replicate_notes(self) -> dict[str, str]:
+        """Methods whose runs are not independent replicates, each with why (the table's notes): a method that
+        trains nothing by design (``base``: every run scores the same model), and a trained method whose average
+        varies by less than :data:`NEAR_CONSTANT_SD` between training seeds on one dataset (pooled ``train_sd``)."""
+        from dsgen.evaluation.statistics import variance_components
+
+        notes = {}
+        for m in self.methods:
+            rs = self.results[m]
+            if rs and all(r.untrained for r in rs):
+                notes[m] = ("no training: every run scores the same model, so its runs are not independent "
+                            "replicates (its spread is 0 by construction)")
+                continue
+            sd = variance_components(self.run_scores(m))["train_sd"] if len(rs) > 1 else float("nan")
+            if sd == sd and sd < NEAR_CONSTANT_SD:
+                notes[m] = (f"its average varies by {sd:.2f} (sample sd) between training seeds on one dataset, less "
+                            f"than {NEAR_CONSTANT_SD}: its training seeds give (nearly) the same model, so they are not "
+                            "independent replicates and an interval over its runs says nothing of another training")
+        return notes
+
+    def failed(self) -> dict[str, list[Any]]:
+        """Per method that is not compared because a run of it failed, those runs' failures (``RunFailed``), in
+        the order they came."""
+        out: dict[str, list[Any]] = {}
+        for f in self.failures or []:
+            if f.method not in self.methods:
+                out.setdefault(f.method, []).append(f)
         return out
 
     def quality(self) -> dict[str, dict[str, float | None]]:
@@ -190,7 +236,11 @@ class Comparison:
                                                        s.high if s and s.high is not None else nan)
             row["Δ pairs low"], row["Δ pairs high"] = (p.low, p.high) if p else (nan, nan)
             row["runs"] = len(self.results[m])
+            row["failed runs"] = 0
             rows[m] = row
+        columns = list(next(iter(rows.values())))  # the reference's row is always there
+        for m, fs in self.failed().items():  # no score: every number missing, the failed runs counted
+            rows[m] = {**dict.fromkeys(columns, nan), "runs": 0, "failed runs": len(fs)}
         frame = pd.DataFrame.from_dict(rows, orient="index")
         frame.index.name = "method"
         return frame.round(3)

@@ -70,6 +70,24 @@ class Result:
         return (self.seed if self.data_seed is None else self.data_seed, self.seed)
 
     @property
+    def untrained(self) -> bool:
+        """Whether the run's plan trains no encoder (``base``): it scores a given model, the same for every run.
+        False for a trained run and for a result that does not say (``dsgen eval``)."""
+        plan = self.extra.get("plan")
+        return isinstance(plan, dict) and "trainer" in plan and plan["trainer"] is None
+
+    def training_failure(self) -> str | None:
+        """Why this result is not a trained model's score, for a run whose plan trains an encoder (its training log
+        judged by :func:`dsgen.training.fit.training_failure`, the rule the runner applies); None for a run that
+        trained and for a result without training (``base``, ``dsgen eval``)."""
+        plan = self.extra.get("plan")
+        if "training" not in self.extra and not (isinstance(plan, dict) and plan.get("trainer")):
+            return None
+        from dsgen.training.fit import training_failure
+
+        return training_failure(self.extra.get("training"))
+
+    @property
     def average(self) -> float:
         return round(sum(t.spearman for t in self.tasks.values()) / len(self.tasks), 4) if self.tasks else float("nan")
 

@@ -16,7 +16,9 @@ TASK_LABELS = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "S
 
 
 def comparison_frame(results: list[Result], tasks: list[str] | None = None) -> Any:
-    """A DataFrame of Spearman x100: one row per result (row label: method or model)."""
+    """A DataFrame of Spearman x100: one row per result (row label: method or model). A result that is not a
+    trained model's score (:meth:`Result.training_failure`) has no numbers and its label says ``failed``
+    (:func:`failed_results` gives why)."""
     import pandas as pd
 
     tasks = tasks or list(dict.fromkeys(t for r in results for t in r.tasks))
@@ -25,6 +27,9 @@ def comparison_frame(results: list[Result], tasks: list[str] | None = None) -> A
         label = r.method or r.model
         if r.seed is not None and sum((x.method or x.model) == label for x in results) > 1:
             label = f"{label} ({run_text(r.run)})"
+        if r.training_failure() is not None:
+            rows[f"{label} (failed)"] = {TASK_LABELS.get(t, t): float("nan") for t in tasks}
+            continue
         rows[label] = {TASK_LABELS.get(t, t): (r.tasks[t].spearman if t in r.tasks else float("nan")) for t in tasks}
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame["Avg."] = frame.mean(axis=1, skipna=False)
@@ -34,6 +39,16 @@ def comparison_frame(results: list[Result], tasks: list[str] | None = None) -> A
 
 def load_results(paths: list[str | Path]) -> list[Result]:
     return [Result.load(p) for p in paths]
+
+
+def failed_results(results: list[Result]) -> list[str]:
+    """One line per result that is not a trained model's score: ``method (run): why``."""
+    lines = []
+    for r in results:
+        failure = r.training_failure()
+        if failure is not None:
+            lines.append(f"{r.method or r.model}" + (f" ({run_text(r.run)})" if r.seed is not None else "") + f": {failure}")
+    return lines
 
 
 def _marked(frame: Any, bold: str) -> Any:
@@ -73,9 +88,10 @@ def to_rich(frame: Any, title: str = "") -> Any:
 
 
 def run_text(run: tuple[int | None, int | None]) -> str:
-    """``seed 2`` for a run that generated its own data with its training seed, else ``data seed 1, seed 2``."""
+    """A run in words, one wording for every run, its log line, its failure and its table row:
+    ``data seed 1, training seed 2`` (``training seed 2`` for a result without a data seed)."""
     data, seed = run
-    return f"seed {seed}" if data in (None, seed) else f"data seed {data}, seed {seed}"
+    return f"training seed {seed}" if data is None else f"data seed {data}, training seed {seed}"
 
 
 def tasks_text(tasks: list[str]) -> str:
@@ -107,11 +123,16 @@ def comparison_display(cmp: Any) -> Any:
     cols = [TASK_LABELS.get(t, t) for t in cmp.tasks] + ["Avg."]
     out = pd.DataFrame(index=num.index)
     multi = int(num["runs"].max()) > 1
+    failed = cmp.failed()
     for c in cols:
-        out[c] = [f"{m:.2f} ± {s:.2f}" if multi else f"{m:.2f}" for m, s in zip(num[f"{c} mean"], num[f"{c} std"])]
+        out[c] = ["failed" if m in failed else f"{v:.2f} ± {sd:.2f}" if multi else f"{v:.2f}"
+                  for m, v, sd in zip(num.index, num[f"{c} mean"], num[f"{c} std"])]
     ref = cmp.methods[0]
+    runs = len(cmp.runs) or 1
 
     def cell(m: str, diffs: dict[str, Any]) -> str:
+        if m in failed:  # no score (the failures section has every run's reason)
+            return f"no score: {len(failed[m])} of {max(runs, len(failed[m]))} runs failed"
         if m == ref or m not in diffs:
             return "-"
         iv = diffs[m]["avg"]
@@ -160,6 +181,13 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
               f"interval over test pairs ({cmp.n_boot:,} resamples of each task's pairs). An interval that covers 0 is "
               f"marked.", "",
               comparison_display(cmp).to_markdown(), ""]
+    failed = cmp.failed()
+    notes = cmp.replicate_notes()
+    if failed or notes:
+        lines += ["Notes:", ""]
+        lines += [f"- `{m}` failed: no score (its runs are listed under \"Failed runs\" below)." for m in failed]
+        lines += [f"- `{m}`: {note}." for m, note in notes.items()]
+        lines.append("")
     if cmp.seed_diffs:
         lines += ["## Per-task differences (95% CI over runs)", "",
                   diff_frame(cmp.seed_diffs, cmp.tasks, f"Δ vs {cmp.methods[0]}").to_markdown(), ""]
@@ -187,14 +215,18 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
     reweighted = {m: [(r.run, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
     if any(reweighted.values()):
         lines += ["## Reweighting", ""]
-        lines += [f"- `{m}` {run_text(run)}: {summarise_reweighting(info)}" for m, infos in reweighted.items()
+        lines += [f"- `{m}` ({run_text(run)}): {summarise_reweighting(info)}" for m, infos in reweighted.items()
                   for run, info in infos]
         lines.append("")
     if cmp.failures:
-        lines += ["## Runs that produced no model", ""]
+        lines += ["## Failed runs (no score)", "",
+                  "Runs that produced no trained model: a filter kept nothing, training trained nothing (fewer optimizer "
+                  "steps with a non-zero learning rate than the trainer's `min_trained_steps`, or no weight update), or "
+                  "the run crashed (its traceback under the output folder's `logs/`). A method with any such run is not "
+                  "compared.", ""]
         for f in cmp.failures:
             rw = f.extra.get("reweighting")
-            lines.append(f"- `{f.method}` {run_text((getattr(f, 'data_seed', None), f.seed))}: {f.reason}"
+            lines.append(f"- `{f.method}` ({run_text((getattr(f, 'data_seed', None), f.seed))}): {f.reason}"
                          + (f" ({summarise_reweighting(rw)})" if rw else ""))
         lines.append("")
     return "\n".join(lines)
@@ -284,13 +316,22 @@ def curve_markdown(points: list[Any], header: dict[str, Any], command: str = "")
     rows = []
     for p in points:
         iv = p.interval
-        cell = f"{iv.point:.2f}" + (f" [{iv.low:.2f}, {iv.high:.2f}]" if iv.low is not None else "")
+        if iv is None:
+            cell = f"failed: no score ({len(p.failed)} runs failed)"
+        else:
+            cell = f"{iv.point:.2f}" + (f" [{iv.low:.2f}, {iv.high:.2f}]" if iv.low is not None else "")
         rows.append({"inputs": p.size, "method": p.method, "avg. [95% CI]": cell, "runs": p.runs,
                      "training pairs": "-" if p.train_pairs is None else f"{p.train_pairs:.0f}"
                      + (f" (capped: all {p.capped_at:,} human pairs)" if p.capped_at else "")})
     import pandas as pd
 
-    lines += [pd.DataFrame(rows).to_markdown(index=False), "", f"![learning curve]({header['png']})", ""]
+    lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+    failed = [(p, why) for p in points for why in p.failed]
+    if failed:
+        lines += ["Failed runs (no score; a point with any is not drawn):", ""]
+        lines += [f"- `{p.method}` at {p.size} inputs ({run}): {why}" for p, (run, why) in failed]
+        lines.append("")
+    lines += [f"![learning curve]({header['png']})", ""]
     return "\n".join(lines)
 
 
@@ -305,6 +346,7 @@ def curve_chart(points: list[Any], path: str | Path, title: str) -> None:
     from dsgen.artifacts import write_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    points = [p for p in points if p.interval is not None]  # a failed point has no score to draw
     for method in dict.fromkeys(p.method for p in points):
         mine = [p for p in points if p.method == method]
         xs = [p.size for p in mine]

@@ -13,7 +13,14 @@ from dsgen.registry import Registry
 
 @dataclass
 class TrainingOutcome:
-    """A trained encoder (a ``SentenceTransformer``) and what happened while training it."""
+    """A trained encoder (a ``SentenceTransformer``) and what happened while training it.
+
+    ``log`` carries what :func:`dsgen.training.fit.fit` records: ``optimizer_steps`` taken,
+    ``nonzero_lr_steps`` among them, ``weight_update`` (relative L2 norm of the change of the trained
+    parameters) and the floor ``min_trained_steps``; the runner fails a run whose log does not show that it
+    trained (:func:`dsgen.training.fit.training_failure`), so a trainer that does not train through ``fit``
+    must record them itself.
+    """
 
     model: Any
     log: dict[str, Any] = field(default_factory=dict)

@@ -194,10 +194,12 @@ class ContrastiveTrainer(Trainer):
         model = load_trainable_encoder(cfg, seed)
         loss = self.loss(model, triplets, seed)
         evaluator, metric = selection_evaluator(cfg, [], self.template) if cfg.selection_data else (None, None)
-        log = fit(model, self._dataset(triplets), loss, cfg, seed, evaluator, metric, no_duplicates=True, progress=progress)
+        log = fit(model, self._dataset(triplets), loss, cfg, seed, evaluator, metric, no_duplicates=True, progress=progress,
+                  unit="triplets")
         log.update(triplets=len(triplets), text_template=GENSE_PROMPT if cfg.prompt else None)
         if nli is not None:
             stage = cfg.replace(epochs=cfg.nli_epochs, batch_size=cfg.nli_batch_size)
             log["nli_stage"] = {"file": cfg.nli_file, "triplets": len(nli),
-                                **fit(model, self._dataset(nli), loss, stage, seed, no_duplicates=True, progress=progress)}
+                                **fit(model, self._dataset(nli), loss, stage, seed, no_duplicates=True, progress=progress,
+                                      unit="triplets")}
         return TrainingOutcome(model, log)

@@ -57,6 +57,14 @@ class TrainingConfig(Config):
             eps 1e-6: DINO's and RISE's code) or ``adamw-torch`` (torch's bias-corrected AdamW, eps
             1e-8); :mod:`dsgen.training.optimizers`.
         device: cpu, cuda or auto.
+        min_trained_steps: the fewest optimizer steps with a non-zero learning rate a run must take to count as
+            trained (:func:`training_failure`; a run below it is a failed run, never a score). 10: with fewer,
+            every batch is more than a tenth of all the model learned, and the row shows the starting encoder
+            nudged by a few batches, not what the method's data teaches (on ``cpu``, ``e5-sts``'s 22 pairs make
+            one step, all of it warm-up at learning rate 0; ``syncse-scratch``'s triplets fit one batch, seen
+            three times, and its training seeds agree within 0.01). The runs the presets exist for stay well
+            above it: DINO's and the human pairs on ``cpu``, ``intro`` and ``quick`` (about 640 pairs, batch 32)
+            take 20 steps, 19 with a non-zero rate; on ``smoke`` (48 inputs, 3 epochs) about 30.
     """
 
     encoder: str = "minilm-l6"
@@ -76,6 +84,7 @@ class TrainingConfig(Config):
     max_seq_length: int | None = 128
     optimizer: str = "adamw-uncorrected"
     device: str = "auto"
+    min_trained_steps: int = 10
 
     def __post_init__(self) -> None:
         from dsgen.training.optimizers import OPTIMIZERS
@@ -90,6 +99,8 @@ class TrainingConfig(Config):
             raise DsgenError(f"ema_decay must be in [0, 1) and warmup_steps >= 0 (got {self.ema_decay}, {self.warmup_steps})")
         if self.selection_data not in (None, "stsb-dev"):
             raise DsgenError(f"selection_data must be stsb-dev or empty (got '{self.selection_data}')")
+        if self.min_trained_steps < 1:
+            raise DsgenError(f"min_trained_steps must be at least 1 (got {self.min_trained_steps})")
         if self.ema_decay and self.model_selection:
             raise DsgenError("weight averaging (ema_decay) replaces model selection: set model_selection = false")
 
@@ -212,9 +223,96 @@ class WeightAverage:
                 p.copy_(a)
 
 
+def step_recorder() -> Any:
+    """A trainer callback that records every optimizer step actually taken, with the learning rate it was taken
+    at: a step pre-hook on the torch optimizer reads the rate its parameter groups hold as the step runs (the
+    largest of them), i.e. what the scheduler set, not what the config asks. A step the trainer skips (a
+    gradient scaler's overflow) never reaches the optimizer and is not counted."""
+    from transformers import TrainerCallback
+
+    class StepRecorder(TrainerCallback):
+        def __init__(self) -> None:
+            self.rates: list[float] = []
+            self.handle: Any = None
+
+        def _record(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+            self.rates.append(max(float(group["lr"]) for group in optimizer.param_groups))
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kw: Any) -> None:
+            inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+            self.handle = inner.register_step_pre_hook(self._record)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if self.handle is not None:
+                self.handle.remove()
+                self.handle = None
+
+    return StepRecorder()
+
+
+def weight_update(before: list[Any], after: list[Any]) -> float:
+    """The relative L2 norm of a change of parameters, ``||after - before|| / ||before||`` over all of them
+    together (in float64), or the absolute norm when ``before`` is all zeros."""
+    import torch
+
+    with torch.no_grad():
+        change = sum(float((a.double() - b.double()).pow(2).sum()) for a, b in zip(after, before))
+        size = sum(float(b.double().pow(2).sum()) for b in before)
+    return math.sqrt(change / size) if size > 0 else math.sqrt(change)
+
+
+UNCHANGED = 1e-7
+"""A relative weight update below this is no change: float32 resolves relative differences of about 1.2e-7
+(its machine epsilon), so an update below it moved no weight by more than rounding."""
+
+TRAINING_RECORD = ("optimizer_steps", "nonzero_lr_steps", "weight_update", "min_trained_steps")
+"""The fields every trainer's log carries (:func:`fit` records them) and :func:`training_failure` reads."""
+
+
+def training_failure(log: dict[str, Any] | None) -> str | None:
+    """Why a run did not train (one line, ready for :class:`dsgen.runner.RunFailed`), or None when it did.
+
+    The one rule for fresh and cached results alike: a run trained when its log (:func:`fit`) records at least
+    ``min_trained_steps`` optimizer steps taken with a non-zero learning rate (:class:`TrainingConfig`, where the
+    floor is justified) and a weight update (relative L2 norm of the change of the trained parameters, from the
+    start to the returned weights, after model selection or averaging) of at least :data:`UNCHANGED`. A log
+    without these fields (a result made before dsgen recorded them, or a trainer that does not) did not show
+    that it trained, and fails too.
+    """
+    log = log or {}
+    if any(log.get(k) is None for k in TRAINING_RECORD):
+        return ("its training log records no optimizer steps or weight update (made before dsgen recorded them): "
+                "nothing shows that it trained; run it again")
+    steps, trained, update, floor = (log[k] for k in TRAINING_RECORD)
+    n, unit = log.get("train_examples", "?"), log.get("train_unit", "examples")
+    made = (f"{n} {unit.removesuffix('s') + ' makes' if n == 1 else unit + ' make'} "
+            f"{'one optimizer step' if steps == 1 else f'{steps} optimizer steps'}")
+    if steps == 0:
+        return f"trained nothing: the optimizer took no step ({log.get('steps', '?')} planned)"
+    if trained == 0 and steps == 1:
+        return f"trained nothing: {made}, all of it warm-up (learning rate 0); use more inputs"
+    if trained == 0:
+        return f"trained nothing: {made}, every one at learning rate 0; check the learning rate"
+    if update < UNCHANGED:  # e.g. model selection kept the first step, taken at learning rate 0
+        kept = (f"model selection kept step {log.get('best_step')} of {steps}, " if log.get("weights") ==
+                "best validation step" else "")
+        return (f"trained nothing: the weights returned are the starting ones ({kept}relative update {update:.1e}); "
+                "use more inputs")
+    if trained < floor:
+        return (f"trained too little: {made}, {trained} with a non-zero learning rate, fewer than the {floor} a run "
+                "needs (trainer setting min_trained_steps); use more inputs")
+    return None
+
+
 def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: int, evaluator: Any = None,
-        metric: str | None = None, no_duplicates: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train ``model`` in place; return a log (steps, evaluations, best step and validation score, seconds)."""
+        metric: str | None = None, no_duplicates: bool = False, progress: bool = True,
+        unit: str = "pairs") -> dict[str, Any]:
+    """Train ``model`` in place; return a log: the schedule planned (``steps``), what the optimizer did
+    (``optimizer_steps`` taken, ``nonzero_lr_steps`` among them taken at a non-zero learning rate, read from the
+    optimizer at each step, and ``weight_update``, the relative L2 norm of the change of the trained parameters
+    from the start to the weights returned, after model selection or averaging), the floor the run is held to
+    (``min_trained_steps``; :func:`training_failure` judges), evaluations, best step and validation score,
+    seconds. ``unit`` names a row of ``train_dataset`` (pairs, triplets) in the log and in a failure's message."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
     from transformers import TrainerCallback
@@ -230,6 +328,9 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     select = evaluator is not None and metric is not None and cfg.model_selection
     started = time.perf_counter()
     history: list[tuple[int, float]] = []
+    trained = [p for p in model.parameters() if p.requires_grad]
+    start = [p.detach().clone() for p in trained]
+    recorder = step_recorder()
 
     class Averaging(TrainerCallback):
         """Polyak averaging of the trainable weights over the optimizer steps (``ema_decay``), swapped
@@ -278,7 +379,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             batch_sampler=BatchSamplers.NO_DUPLICATES if no_duplicates else BatchSamplers.BATCH_SAMPLER,
             logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=resolve_device(cfg.device) == "cpu",
             dataloader_pin_memory=False)
-        callbacks = [callback, Schedule(), best_weights(model, metric)] if select else [callback]
+        callbacks = [callback, recorder, Schedule(), best_weights(model, metric)] if select else [callback, recorder]
         if cfg.ema_decay:
             callbacks.append(Averaging())
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
@@ -293,7 +394,11 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
         if abs(restored - best[1]) > 1e-4:
             raise RuntimeError(f"model selection kept step {best[0]} (validation {best[1]:.5f}) but the returned model "
                                f"scores {restored:.5f}: the best checkpoint was not restored")
-    return {"train_examples": n, "steps": int(steps), "evaluation_interval": interval if select else None,
+    update = weight_update(start, trained)
+    del start
+    return {"train_examples": n, "train_unit": unit, "steps": int(steps), "optimizer_steps": len(recorder.rates),
+            "nonzero_lr_steps": sum(rate > 0 for rate in recorder.rates), "weight_update": float(f"{update:.4g}"),
+            "min_trained_steps": cfg.min_trained_steps, "evaluation_interval": interval if select else None,
             "weights": f"exponential moving average, decay {cfg.ema_decay:g}" if cfg.ema_decay else "last step"
             if not select else "best validation step",
             "selection_metric": cfg.selection_metric if select else None,

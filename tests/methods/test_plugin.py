@@ -62,7 +62,8 @@ def test_a_plugin_adds_a_stage_through_its_entry_point_group(installed):
 def test_plugin_method_runs_end_to_end(installed, tmp_path, tiny_encoder_dir, sts_data_dir):
     preset = tmp_path / "tiny.toml"
     preset.write_text('seeds = [1]\nmax_inputs = 4\ntasks = ["sts16"]\n'
-                      f'[training]\nencoder = "{tiny_encoder_dir}"\ndevice = "cpu"\n')
+                      f'[training]\nencoder = "{tiny_encoder_dir}"\ndevice = "cpu"\n'
+                      'warmup_ratio = 0.0\nmin_trained_steps = 1\n')  # a few pairs make one step: let it count
     out = subprocess.run([sys.executable, "-m", "dsgen.cli", "run", "dino-top-k10", "--preset", str(preset),
                           "--out", str(tmp_path / "runs"), "--quiet"], capture_output=True, text=True,
                          env={**installed, "DSGEN_DATA_DIR": str(sts_data_dir)}, timeout=600)

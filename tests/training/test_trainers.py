@@ -6,7 +6,7 @@ from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.fit import validation_evaluator
 from dsgen.training.contrastive import ContrastiveConfig, ContrastiveTrainer, assemble_triplets, read_nli_triplets
-from dsgen.training.fit import TrainingConfig, evaluation_interval
+from dsgen.training.fit import TrainingConfig, evaluation_interval, training_failure
 from dsgen.training.regression import RegressionTrainer
 
 WORDS = "a man woman dog cat plays runs guitar piano eats food street car red blue".split()
@@ -14,6 +14,21 @@ WORDS = "a man woman dog cat plays runs guitar piano eats food street car red bl
 
 def sentence(rng):
     return " ".join(rng.choice(WORDS) for _ in range(6)) + "."
+
+
+def relative_change(encoder_dir, model, seed=1):
+    """||w - w0|| / ||w0|| over the trainable parameters of ``model`` against a fresh load of the encoder it
+    started from (computed here, apart from the trainer's own record)."""
+    from dsgen.encoders import load_encoder
+
+    start = dict(load_encoder(str(encoder_dir), "cpu", seed=seed).named_parameters())
+    change = size = 0.0
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            w0 = start[name].detach().double()
+            change += float((p.detach().double() - w0).pow(2).sum())
+            size += float(w0.pow(2).sum())
+    return (change / size) ** 0.5
 
 
 def test_triplet_assembly_drops_incomplete_and_filtered_triplets():
@@ -90,6 +105,9 @@ def test_contrastive_trainer_runs_on_triplets_with_an_nli_second_stage(tiny_enco
     unselected = ContrastiveTrainer(cfg.replace(selection_data=None, nli_file=None)).train(pairs, [], seed=1, progress=False)
     assert unselected.log["validation_history"] == [] and unselected.log["best_validation_spearman"] is None
     assert outcome.log["nli_stage"]["triplets"] == 12 and outcome.log["nli_stage"]["steps"] == 2
+    for log in (outcome.log, outcome.log["nli_stage"]):  # each stage records what its optimizer did
+        assert log["train_unit"] == "triplets" and log["optimizer_steps"] == log["steps"]
+        assert log["nonzero_lr_steps"] == log["steps"] - 1 and log["weight_update"] > 0  # the first step is warm-up
     assert "{}" in outcome.log["text_template"]
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
@@ -122,6 +140,9 @@ def test_model_selection_returns_an_earlier_best_not_the_last_model(tiny_encoder
     log = outcome.log
     history = log["validation_history"]
     assert log["best_step"] < log["steps"] and history[-1]["spearman"] < log["best_validation_spearman"] - 1
+    # the weight update is that of the weights returned (the early best), not of the last step's
+    assert log["weight_update"] == pytest.approx(relative_change(tiny_encoder_dir, outcome.model), rel=1e-3)
+    assert log["optimizer_steps"] == log["nonzero_lr_steps"] == log["steps"]  # no warm-up: every step at lr > 0
     evaluator, metric = validation_evaluator([p.text_a for p in val], [p.text_b for p in val],
                                              [float(p.label) for p in val], "max")
     again = 100 * evaluator(outcome.model)[metric.removeprefix("eval_")]
@@ -194,6 +215,58 @@ def test_one_step_moves_the_weights_by_the_configured_learning_rate(tiny_encoder
     assert out.log["steps"] == 1
     moved = max(float((v - before[k]).abs().max()) for k, v in out.model.state_dict().items() if k in before)
     assert moved == pytest.approx(2e-5 * factor, rel=0.05)
+    assert out.log["optimizer_steps"] == out.log["nonzero_lr_steps"] == 1 and out.log["train_unit"] == "pairs"
+    assert out.log["weight_update"] == pytest.approx(relative_change(tiny_encoder_dir, out.model), rel=1e-3)
+    # it moved, but one step is below the floor a run must reach to count as trained
+    assert training_failure(out.log) == ("trained too little: 16 pairs make one optimizer step, 1 with a non-zero "
+                                         "learning rate, fewer than the 10 a run needs (trainer setting "
+                                         "min_trained_steps); use more inputs")
+    assert training_failure({**out.log, "min_trained_steps": 1}) is None
+
+
+def test_a_one_step_run_with_the_default_warm_up_trains_nothing_and_says_so(tiny_encoder_dir):
+    """The issue's e5-sts run: with the default 10% warm-up, one optimizer step is all warm-up, taken at learning
+    rate 0: no weight changes, and the log shows it (the rule reads the record, not the config)."""
+    import torch
+
+    from dsgen.encoders import load_encoder
+
+    rng = random.Random(4)
+    train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.9])) for _ in range(22)]
+    cfg = TrainingConfig(encoder=str(tiny_encoder_dir), device="cpu", learning_rate=1e-3)
+    assert cfg.warmup_ratio == TrainingConfig().warmup_ratio == 0.1 and cfg.batch_size == 32  # the defaults
+    before = [p.detach().clone() for p in load_encoder(str(tiny_encoder_dir), "cpu", seed=1).parameters()]
+    out = RegressionTrainer(cfg).train(train, [], seed=1, progress=False)
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, out.model.parameters()))  # nothing moved
+    log = out.log
+    assert (log["steps"], log["optimizer_steps"], log["nonzero_lr_steps"], log["weight_update"]) == (1, 1, 0, 0.0)
+    assert training_failure(log) == ("trained nothing: 22 pairs make one optimizer step, all of it warm-up "
+                                     "(learning rate 0); use more inputs")
+    assert "made before dsgen recorded them" in training_failure({"steps": 1})  # a log without the record fails
+
+
+def test_the_steps_at_a_non_zero_rate_are_read_from_the_optimizer(tiny_encoder_dir):
+    """A 3-step warm-up over 4 steps runs at 0, 1/3, 2/3 and 1 of the rate: 3 steps at a non-zero rate, not the
+    4 - 3 = 1 a count from the config would say; a zero learning rate trains nothing in any number of steps."""
+    rng = random.Random(6)
+    train = [Pair(sentence(rng), sentence(rng), rng.choice([0.1, 0.9])) for _ in range(64)]
+    common = dict(encoder=str(tiny_encoder_dir), device="cpu", batch_size=16, model_selection=False)
+    warm = RegressionTrainer(TrainingConfig(**common, warmup_steps=3, learning_rate=1e-3)).train(train, [], seed=1,
+                                                                                                 progress=False)
+    assert (warm.log["optimizer_steps"], warm.log["nonzero_lr_steps"]) == (4, 3) and warm.log["weight_update"] > 0
+    assert training_failure({**warm.log, "min_trained_steps": 3}) is None
+    assert "4 optimizer steps, 3 with a non-zero" in training_failure(warm.log)
+    still = RegressionTrainer(TrainingConfig(**common, learning_rate=0.0)).train(train, [], seed=1, progress=False)
+    assert (still.log["optimizer_steps"], still.log["nonzero_lr_steps"], still.log["weight_update"]) == (4, 0, 0.0)
+    assert training_failure(still.log) == ("trained nothing: 64 pairs make 4 optimizer steps, every one at learning "
+                                           "rate 0; check the learning rate")
+    with pytest.raises(DsgenError, match="min_trained_steps"):
+        TrainingConfig(min_trained_steps=0)
+    # steps at a good rate, but model selection kept the first, warm-up step: the weights returned are the start's
+    kept_first = {**warm.log, "min_trained_steps": 1, "weight_update": 0.0, "weights": "best validation step",
+                  "best_step": 1}
+    assert training_failure(kept_first) == ("trained nothing: the weights returned are the starting ones (model "
+                                            "selection kept step 1 of 4, relative update 0.0e+00); use more inputs")
 
 
 def test_weight_averaging_is_polyak_averaging_over_the_steps():
@@ -243,6 +316,10 @@ def test_the_gist_loss_trains_with_a_guide_and_refuses_graded_weights(tiny_encod
     trainer = ContrastiveTrainer(cfg)
     outcome = trainer.train(pairs, [], seed=1, progress=False)
     assert outcome.log["triplets"] == 16 and outcome.log["steps"] == 2
+    # the weights moved: measured here against a fresh encoder, and as the trainer recorded it
+    moved = relative_change(tiny_encoder_dir, outcome.model)
+    assert moved > 1e-4 and outcome.log["weight_update"] == pytest.approx(moved, rel=1e-3)
+    assert outcome.log["optimizer_steps"] == 2 and outcome.log["nonzero_lr_steps"] == 1  # step 1 is warm-up
     assert trainer.models(None) == [str(tiny_encoder_dir)] and ContrastiveTrainer(ContrastiveConfig()).models(None) == []
     graded = [Pair(p.text_a, p.text_b, p.label, weight=0.5) for p in pairs]
     with pytest.raises(DsgenError, match="unweighted"):
