@@ -10,6 +10,7 @@ folder such as the committed ``results/``.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -49,6 +50,75 @@ AddressOpt = Annotated[Optional[str], typer.Option(help="Ray cluster: auto or HO
 WorkersOpt = Annotated[Optional[int], typer.Option(help="Ray actors (default: 1 per GPU with --device cuda, else 2).")]
 CpusPerWorkerOpt = Annotated[Optional[int], typer.Option(
     help="CPUs (threads) per Ray actor (default: as many as the nodes can give every actor).")]
+
+
+@dataclass
+class RunOptions:
+    """The options of every command that runs methods (``run``, ``compare``, ``curve``, ``claims``), declared
+    once (:func:`run_options`): an option added here reaches all four commands."""
+
+    preset: str = "quick"
+    seeds: Optional[str] = None
+    data_seeds: Optional[str] = None
+    generator: Optional[str] = None
+    base_url: Optional[str] = None
+    encoder: Optional[str] = None
+    device: Optional[str] = None
+    preprocess: Optional[str] = None
+    save_model: bool = False
+    backend: str = "local"
+    address: Optional[str] = None
+    workers: Optional[int] = None
+    cpus_per_worker: Optional[int] = None
+    out: Path = Path("runs")
+    publish: Optional[Path] = None
+    data_dir: Optional[str] = None
+    quiet: bool = False
+
+    def overrides(self) -> Any:
+        return _overrides(self.generator, self.encoder, self.device, self.preprocess, self.base_url)
+
+    def prepare(self, methods: list[str], overrides: Any) -> tuple[Any, list[tuple[int, int]], Any]:
+        """:func:`_prepare` with these options: (preset, runs, runner)."""
+        return _prepare(methods, self.preset, self.seeds, self.out, self.data_dir, self.quiet, overrides,
+                        backend=_backend(self.backend, self.address, self.workers, self.device, self.cpus_per_worker),
+                        data_seeds=self.data_seeds, save_models=self.save_model)
+
+
+# each shared option's command-line declaration (its default is RunOptions')
+RUN_OPTIONS: dict[str, Any] = {
+    "preset": PresetOpt, "seeds": SeedsOpt, "data_seeds": DataSeedsOpt, "generator": GeneratorOpt, "base_url": BaseUrlOpt,
+    "encoder": EncoderOpt, "device": DeviceOpt, "preprocess": PreprocessOpt, "save_model": SaveModelOpt,
+    "backend": BackendOpt, "address": AddressOpt, "workers": WorkersOpt, "cpus_per_worker": CpusPerWorkerOpt,
+    "out": OutOpt, "publish": PublishOpt, "data_dir": DataDirOpt, "quiet": QuietOpt}
+
+
+def run_options(preset: str = "quick", tables: bool = True) -> Any:
+    """Give a command every option of :class:`RunOptions` (after its own parameters) and hand them over as one
+    ``opts: RunOptions`` argument. ``preset`` is the command's default preset; ``tables=False`` leaves out
+    ``--publish`` (a command that writes no table)."""
+    import dataclasses
+    import functools
+    import inspect
+
+    assert set(RUN_OPTIONS) == {f.name for f in dataclasses.fields(RunOptions)}, "declare every RunOptions field once"
+    defaults = {**{f.name: f.default for f in dataclasses.fields(RunOptions)}, "preset": preset}
+    names = [n for n in RUN_OPTIONS if tables or n != "publish"]
+
+    def decorate(command: Any) -> Any:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "opts"]
+        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=defaults[n], annotation=RUN_OPTIONS[n])
+                  for n in names]
+
+        @functools.wraps(command)
+        def with_options(*args: Any, **kwargs: Any) -> Any:
+            opts = RunOptions(**{n: kwargs.pop(n, defaults[n]) for n in RUN_OPTIONS})
+            return command(*args, opts=opts, **kwargs)
+
+        with_options.__signature__ = signature.replace(parameters=own + shared)  # type: ignore[attr-defined]
+        return with_options
+    return decorate
 
 
 def _console():
@@ -443,33 +513,18 @@ def plan_cmd(
 
 
 @app.command("run")
+@run_options(tables=False)
 def run_cmd(
     method: str = typer.Argument(..., help="Method name (see `dsgen methods`)."),
-    preset: PresetOpt = "quick",
-    seeds: SeedsOpt = None,
-    data_seeds: DataSeedsOpt = None,
-    generator: GeneratorOpt = None,
-    base_url: BaseUrlOpt = None,
-    encoder: EncoderOpt = None,
-    device: DeviceOpt = None,
-    preprocess: PreprocessOpt = None,
-    save_model: SaveModelOpt = False,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
-    workers: WorkersOpt = None,
-    cpus_per_worker: CpusPerWorkerOpt = None,
-    out: OutOpt = Path("runs"),
-    data_dir: DataDirOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    opts: RunOptions,
 ) -> None:
     """Generate (cached), train and evaluate one method; one result file per seed, then the table."""
     from dsgen.evaluation.tables import comparison_frame, to_rich
     from dsgen.runner import run_many
 
-    ov = _overrides(generator, encoder, device, preprocess, base_url)
-    p, runs, runner = _prepare([method], preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
-                               save_models=save_model)
+    ov = opts.overrides()
+    p, runs, runner = opts.prepare([method], ov)
     console = _console()
     results = run_many([method], p, runs, runner, ov, on_result=_report(console))
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
@@ -477,26 +532,12 @@ def run_cmd(
 
 
 @app.command("compare")
+@run_options()
 def compare_cmd(
     methods: list[str] = typer.Argument(..., help="Methods; differences are taken to the first. `base` is added if absent."),
-    preset: PresetOpt = "quick",
-    seeds: SeedsOpt = None,
-    data_seeds: DataSeedsOpt = None,
-    generator: GeneratorOpt = None,
-    base_url: BaseUrlOpt = None,
-    encoder: EncoderOpt = None,
-    device: DeviceOpt = None,
-    preprocess: PreprocessOpt = None,
-    save_model: SaveModelOpt = False,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
-    workers: WorkersOpt = None,
-    cpus_per_worker: CpusPerWorkerOpt = None,
-    out: OutOpt = Path("runs"),
-    publish: PublishOpt = None,
     name: Optional[str] = typer.Option(None, help="File stem of the comparison (default: compare-<methods>)."),
-    data_dir: DataDirOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    opts: RunOptions,
 ) -> None:
     """Run what is missing, reuse what is cached, and write one comparison table (Markdown, CSV, PNG) under --out."""
     from dsgen.evaluation.comparison import Comparison
@@ -504,10 +545,8 @@ def compare_cmd(
     from dsgen.runner import run_many
 
     names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by _prepare
-    ov = _overrides(generator, encoder, device, preprocess, base_url)
-    p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds,
-                               save_models=save_model)
+    ov = opts.overrides()
+    p, runs, runner = opts.prepare(names, ov)
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
@@ -521,26 +560,18 @@ def compare_cmd(
     stem = name or "compare-" + "-".join(names)
     paths = write_comparison(comparison, runner.out / "tables" / p.name, stem, command=_command())
     console.print(comparison_rich(comparison))
-    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, opts.publish, p.name)]))
     _exit_if_crashed(failures)
 
 
 @app.command("curve")
+@run_options(preset="cpu")
 def curve_cmd(
     methods: list[str] = typer.Argument(..., help="Methods, e.g. dino dino-decay0 human base."),
-    preset: PresetOpt = "cpu",
     sizes: str = typer.Option("100,300,1000", help="Comma-separated numbers of generation inputs."),
-    seeds: SeedsOpt = None,
-    data_seeds: DataSeedsOpt = None,
-    generator: GeneratorOpt = None,
-    base_url: BaseUrlOpt = None,
-    encoder: EncoderOpt = None,
-    device: DeviceOpt = None,
-    out: OutOpt = Path("runs"),
-    publish: PublishOpt = None,
     name: Optional[str] = typer.Option(None, help="File stem (default: curve-<methods>)."),
-    data_dir: DataDirOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    opts: RunOptions,
 ) -> None:
     """Each method's score as the generation inputs grow (one preset copy per size); Markdown, CSV, PNG."""
     from dataclasses import replace
@@ -555,8 +586,8 @@ def curve_cmd(
     counts = parse_seeds(sizes, None, "--sizes")
     if not counts or min(counts) < 1:
         raise DsgenError(f"--sizes must be positive integers such as 100,300,1000 (got '{sizes}')")
-    ov = _overrides(generator, encoder, device, base_url=base_url)
-    p, runs, runner = _prepare(methods, preset, seeds, out, data_dir, quiet, ov, data_seeds=data_seeds)
+    ov = opts.overrides()
+    p, runs, runner = opts.prepare(methods, ov)
     at = {n: replace(p, max_inputs=n, name=f"{p.name}-{n}") for n in sorted(counts)}
     for sized in at.values():  # every plan of every size is checked before any long work
         for m in methods:
@@ -575,7 +606,7 @@ def curve_cmd(
     means = curve_frame(points)["mean"].unstack("inputs")
     means.index.name = "method"
     console.print(to_rich(means, title=f"learning curve, preset {p.name}: mean avg. by inputs"))
-    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, opts.publish, p.name)]))
     _exit_if_crashed(every_failure)
 
 
@@ -670,24 +701,12 @@ def analyze_cmd(
 
 
 @app.command("claims")
+@run_options(preset="cpu")
 def claims_cmd(
-    preset: PresetOpt = "cpu",
-    seeds: SeedsOpt = None,
-    data_seeds: DataSeedsOpt = None,
     papers: Optional[str] = typer.Option(None, help="Comma-separated papers (default: the founding ones, dino, rise, "
                                                     "gense, control; also syncse, claif, sim-gpt, e5, multicsr; all)."),
-    generator: GeneratorOpt = None,
-    base_url: BaseUrlOpt = None,
-    encoder: EncoderOpt = None,
-    device: DeviceOpt = None,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
-    workers: WorkersOpt = None,
-    cpus_per_worker: CpusPerWorkerOpt = None,
-    out: OutOpt = Path("runs"),
-    publish: PublishOpt = None,
-    data_dir: DataDirOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    opts: RunOptions,
 ) -> None:
     """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG)."""
     from dsgen.artifacts import atomic_open, write_json
@@ -708,9 +727,8 @@ def claims_cmd(
     if not claims:
         raise DsgenError(f"the papers {', '.join(chosen)} make no claim a comparison here can test (only figures)")
     names = claim_methods(claims)
-    ov = _overrides(generator, encoder, device, base_url=base_url)
-    p, runs, runner = _prepare(names, preset, seeds, out, data_dir, quiet, ov,
-                               backend=_backend(backend, address, workers, device, cpus_per_worker), data_seeds=data_seeds)
+    ov = opts.overrides()
+    p, runs, runner = opts.prepare(names, ov)
     console = _console()
     failures: list = []
     results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
@@ -735,7 +753,7 @@ def claims_cmd(
                                "verdicts": [verdict_record(v) for v in verdicts]})
     for v in verdicts:
         console.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
-    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, publish, p.name)]))
+    console.print("wrote " + ", ".join(str(x) for x in [*paths.values(), *_publish(paths, opts.publish, p.name)]))
     _exit_if_crashed(failures)
 
 

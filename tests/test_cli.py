@@ -390,3 +390,24 @@ def test_compare_and_curve_go_on_past_a_crashed_run_and_exit_1_naming_it(mock_pr
     row = next(line for line in text.splitlines() if line.startswith("|") and "mock-dino" in line)
     assert "failed: no score (2 runs failed)" in row
     assert "- `mock-dino` at 3 inputs (data seed 42, training seed 1): trained nothing: " in text
+
+
+def test_every_command_that_runs_methods_takes_every_shared_option():
+    """run, compare, curve and claims declare their shared options once (dsgen.cli.RunOptions): each has all of
+    them (run all but --publish, as it writes no table), with one default, and hands them over whole."""
+    import dataclasses
+
+    import typer.main
+
+    from dsgen.cli import RunOptions, app
+
+    fields = {f.name for f in dataclasses.fields(RunOptions)}
+    commands = {c.name: typer.main.get_command_from_info(c, pretty_exceptions_short=True, rich_markup_mode=None)
+                for c in app.registered_commands if c.name in ("run", "compare", "curve", "claims")}
+    assert set(commands) == {"run", "compare", "curve", "claims"}
+    for name, command in commands.items():
+        params = {p.name: p for p in command.params}
+        assert fields - {"publish"} <= set(params), (name, fields - set(params))
+        assert ("publish" in params) == (name != "run"), name
+        assert params["out"].default == Path("runs") and params["backend"].default == "local", name
+        assert params["preset"].default == ("cpu" if name in ("curve", "claims") else "quick"), name
