@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsgen.evaluation.results import Result
+
 PAIRS = (("rise", "rise-dino"), ("human", "base"), ("dino", "base"), ("human", "dino"))
 
 
@@ -48,13 +50,13 @@ def scores(runs: Path, preset: str) -> list[Variant]:
     for path in sorted((runs / "results" / preset).glob("*/*/data-*-seed-*.json")):
         if path.name.endswith((".failed.json", ".meta.json")):
             continue
-        r = json.loads(path.read_text())
-        tasks = r["tasks"]
-        run = (r.get("data_seed") if r.get("data_seed") is not None else r["seed"], r["seed"])
-        overrides = json.dumps((r.get("extra", {}).get("plan") or {}).get("overrides") or {}, sort_keys=True)
-        key = (r["method"], path.parent.name)
-        variant = found.setdefault(key, Variant(r["method"], path.parent.name, overrides))
-        variant.values[run] = sum(t["spearman"] for t in tasks.values()) / len(tasks)
+        r = Result.load(path)
+        if r.training_failure():  # not a trained model's score (an old result without the record): no row
+            print(f"skipped {path}: {r.training_failure()}", file=sys.stderr)
+            continue
+        overrides = json.dumps((r.extra.get("plan") or {}).get("overrides") or {}, sort_keys=True)
+        variant = found.setdefault((r.method, path.parent.name), Variant(r.method, path.parent.name, overrides))
+        variant.values[r.run] = sum(t.spearman for t in r.tasks.values()) / len(r.tasks)
     out = sorted(found.values(), key=lambda v: (v.method, v.variant))
     for v in out:
         several = sum(w.method == v.method for w in out) > 1

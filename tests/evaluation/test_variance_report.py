@@ -66,3 +66,21 @@ def test_two_variants_of_a_method_stay_apart_and_pair_with_their_own_base(tmp_pa
     assert lines["dino (v-default) - base (b-v-default)"][:2] == ["4", "12.25"]
     assert lines["dino (v-other) - base (b-v-other)"][:2] == ["4", "17.25"]
     assert not any(name.startswith("dino (v-default) - base (b-v-other)") for name in lines)  # other settings
+
+
+def test_a_result_that_is_no_trained_model_is_no_row(tmp_path):
+    """A result whose plan trains an encoder but whose training log fails the rule of
+    dsgen.training.fit.training_failure (here: no record of the steps taken) gives no score to the report."""
+    from dsgen.benchmarks.variance import report
+
+    for d in (1, 2):
+        for t in (1, 2):
+            value = 50.0 + d + t
+            for method, extra in (("dino", {"plan": {"trainer": {"epochs": 1}}, "training": {"steps": 1}}),
+                                  ("human", {})):
+                r = Result("m", {"stsb": TaskScore(value, value, 10)}, method=method, preset="p", seed=t, data_seed=d,
+                           extra=extra)
+                r.save(tmp_path / "results" / "p" / method / "v" / f"data-{d}-seed-{t}.json")
+    text = report(tmp_path, ["p"])
+    rows = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert "human" in rows and "dino" not in rows, text
