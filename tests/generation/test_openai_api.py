@@ -721,6 +721,9 @@ extra_body = {{generation_config = '{{"do_sample": true}}'}}
 [training]
 encoder = "{tiny_encoder_dir}"
 device = "cpu"
+# 3 inputs train a step or two: no warm-up, and a floor of one step (dsgen.training.fit.training_failure)
+warmup_ratio = 0.0
+min_trained_steps = 1
 [training.contrastive]
 batch_size = 4
 """)
