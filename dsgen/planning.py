@@ -208,6 +208,15 @@ class RunPlan:
                 "input_sample": self.method.input_sample, "dev_inputs": self.method.dev_inputs,
                 "x1_generation": s["x1_generation"], "generation": s["generation"], "postprocess": s["postprocess"]}
 
+    def inputs_drawn(self) -> str:
+        """What the run reads as inputs x1, in words: the one meaning of a data seed (:mod:`dsgen.data.inputs`):
+        ``max_inputs`` drawn with the data seed, or every input as the paper reads it."""
+        source, n, sample = self.preset.inputs, self.preset.max_inputs, self.method.input_sample
+        population = f"a shuffled set of at most {sample:,} of {source} (drawn with the data seed)" if sample else source
+        if n is None:
+            return f"all of {population}" if sample else f"all of {source}, in file order (the paper's)"
+        return f"{n} of {population}" if sample else f"{n} of {source}, drawn with the data seed"
+
     def models(self) -> list[str]:
         """Every model name the run uses (their fingerprints go into the run key)."""
         names = [g.generator for g in (self.generation, self.x1_generation) if hasattr(g, "generator")]
@@ -222,6 +231,11 @@ class RunPlan:
         rows = [("run", "method", self.method.name, "command line"), ("run", "preset", self.preset.name, "command line"),
                 ("run", "seed", self.seed if self.uses_seed else "(not used)", "command line"),
                 ("run", "data seed", self.run[0] if self.generation is not None else "(not used)", "command line")]
+        if self.generation is not None and self.x1_generation is None:
+            from dsgen.generation import GENERATORS
+
+            if GENERATORS.get(self.generator)(self.generation).needs_inputs():
+                rows.append(("run", "inputs", self.inputs_drawn(), "preset"))
         for section, values in self.sections().items():
             if values is None:
                 continue

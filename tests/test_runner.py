@@ -276,12 +276,15 @@ def test_an_edited_human_source_is_a_new_run(setup, tmp_path, monkeypatch):
     preset, data = setup
     if "mock-sdi" not in METHODS:
         METHODS.add("mock-sdi", dino_recipe(description="mock + SDI", generator="mock-test", reweighter="sdi"))
+    from dsgen.data.inputs import load_inputs
+
     source = tmp_path / "source.txt"
-    lines = Path(preset.inputs).read_text().splitlines()
+    lines = list(dict.fromkeys(Path(preset.inputs).read_text().splitlines()))
     source.write_text("\n".join(lines))
     mine = replace(preset, inputs=str(source), max_inputs=10)
     first = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-sdi", mine, 1))
-    source.write_text("\n".join(lines[:10] + [f"Human sentence {i} about a quiet street." for i in range(30)]))
+    drawn = set(load_inputs(str(source), 10, seed=preset.data_seed))  # the data seed's draw: positions, not texts
+    source.write_text("\n".join(x if x in drawn else f"Human sentence {i} about a quiet street." for i, x in enumerate(lines)))
     MockGenerator.calls = 0
     edited = Runner(tmp_path / "runs", str(data), progress=False).run(plan_run("mock-sdi", mine, 1))
     assert edited.extra["dataset_key"] == first.extra["dataset_key"]  # the run's inputs are the same

@@ -2,14 +2,14 @@
 
 DINO's Table 1 puts supervised rows beside its generated-data rows; here the ``human`` method
 trains the same encoder with the same trainer on as many human-labelled STS benchmark train
-pairs as the compared method's dataset holds (gold score / 5 as the label), drawn at random
-with the run's data seed. It is also the control that shows the encoder and trainer can learn
-at all.
+pairs as the compared method's dataset holds (gold score / 5 as the label), drawn with the
+run's data seed the way every method draws its inputs (:func:`dsgen.data.inputs.draw`: the first n of
+the source's pairs in an order the data seed draws; all of them, in file order, when n covers the
+source). It is also the control that shows the encoder and trainer can learn at all.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ class HumanPairsConfig(Config):
         n_pairs: how many to draw (0: all); a method with ``size_of`` sets it at run time. More than
             the source holds is capped at all of them, and the dataset says so (``capped``): a
             learning curve's human point beyond 5,749 pairs is the whole human set.
-        seed: which ones.
+        seed: which ones (the run's data seed: :func:`dsgen.data.inputs.draw`).
     """
 
     source: str = "stsb-train"
@@ -46,6 +46,7 @@ class HumanPairsGenerator(Generator):
 
     config_class = HumanPairsConfig
     citation = citations.STSB
+    version = 2  # 2: pairs drawn as every method's inputs (dsgen.data.inputs.draw), was random.sample
 
     def __init__(self, config: HumanPairsConfig | None = None, data_dir: str | None = None) -> None:
         super().__init__(config)
@@ -81,12 +82,13 @@ class HumanPairsGenerator(Generator):
                 "source_fingerprint": content_key([p.to_dict() for p in self.source_pairs()], length=16)}
 
     def generate(self, inputs: list[str] | None, out: Path, progress: bool = True, resume: bool = True) -> list[Pair]:
+        from dsgen.data.inputs import draw
+
         pool = self.source_pairs()
         asked = self.config.n_pairs or len(pool)
-        n = min(asked, len(pool))
-        pairs = random.Random(self.config.seed).sample(pool, n)
+        pairs = draw(pool, asked, self.config.seed)
         write_sidecar(out, kind="human-pairs", generator_name=self.name, config=self.get_config_dict(),
-                      dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), asked=asked, capped=asked > n,
+                      dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), asked=asked, capped=asked > len(pool),
                       timings={"generate_seconds": 0.0})
         write_pairs(out, pairs)
         return pairs
