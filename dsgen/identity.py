@@ -20,7 +20,7 @@ file, task spec or human-source file is a new key even at the same path.
 | exported file | :func:`content_key` | the rows it holds |
 | an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
 | process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
-| a fitted classifier in this process (RISE's SDI) | :func:`fit_key` | its settings, seed and training examples |
+| data-level fit (RISE's SDI classifier, a guide encoder), ``cache/fits/`` | :func:`data_fit_key` | its kind and version, the stage's settings it depends on, the keys of what it reads (the dataset's key and filters, the inputs' or the source's texts), its models' fingerprints, the data seed |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
 ``100`` and ``100.0`` give one key. Model fingerprints come from :func:`dsgen.models.model_fingerprint`
@@ -203,7 +203,19 @@ def request_key(endpoint: str, base_url: str, model: str, body: dict[str, Any]) 
     return stable_hash({"endpoint": endpoint, "base_url": base_url, "model": model, "body": body}, length=24)
 
 
-def fit_key(settings: dict[str, Any], seed: int, train: list[Any], validation: list[Any]) -> str:
-    """Keys a process-local cache of a fitted classifier: what determines the fit (RISE's SDI classifier,
-    which ``rise`` and ``rise-filter`` of one run train alike)."""
-    return stable_hash({"settings": settings, "seed": seed, "train": train, "validation": validation})
+def data_fit_key(kind: str, version: int, settings: dict[str, Any], reads: dict[str, Any], models: dict[str, Any],
+                 seed: int) -> str:
+    """The key of a data-level fit (:mod:`dsgen.data.fits`), computed before it is made, from the keys of what
+    it reads: one per dataset, shared by every run (method and training seed) that reads it.
+
+    Args:
+        kind / version: the fit's name and the version of its algorithm.
+        settings: the stage's settings the fit depends on (RISE's classifier settings, not its temperature).
+        reads: per thing read, its key: ``generated`` the dataset's key and the postprocessing filters applied,
+            ``inputs`` / ``source`` :func:`texts_key` of the texts.
+        models: the fingerprint of every model the fit loads (the classifier's backbone).
+        seed: the data seed it is fitted with.
+    """
+    return stable_hash({"kind": kind, "version": version, "settings": settings, "reads": reads, "models": models,
+                        "seed": seed})
+

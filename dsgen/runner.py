@@ -6,6 +6,9 @@ Layout under the output folder (default ``runs/``)::
     cache/datasets/<task>-<key>.jsonl                   generated datasets, keyed by
                                                         dsgen.identity.dataset_key; shared by
                                                         every method and seed that needs them
+    cache/fits/<kind>-<key>/                            data-level fits (RISE's SDI classifier),
+                                                        keyed by dsgen.identity.data_fit_key; one
+                                                        per dataset, shared likewise
     results/<preset>/<method>/<variant>/<run>.json      one result per run, with its per-pair
                                                         predictions (.pred.npz) and training pairs
                                                         (.train.jsonl) beside it
@@ -131,6 +134,8 @@ class Runner:
         self.fresh = fresh
         self.backend = backend
         self._fresh_done: set[str] = set()
+        self._failed: dict[str, BaseException] = {}  # artefacts whose making failed here: every run that needs one fails so
+        self._sources: dict[str, list[str]] = {}  # a reweighter's or fit's human source, read once per runner
         self._evaluators: dict[tuple[Any, ...], Any] = {}  # task pairs read once per runner
         self.judge = None  # dsgen.evaluation.quality.LabelJudge, loaded on first use
         self.context = GenerationContext(data_dir=data_dir, backend=backend, progress=progress)
@@ -141,6 +146,26 @@ class Runner:
 
     def dataset_path(self, task: str, key: str) -> Path:
         return self.out / "cache" / "datasets" / f"{Path(task).stem}-{key}.jsonl"
+
+    @property
+    def fits(self) -> Any:
+        """The output folder's data-level fits (:class:`dsgen.data.fits.FitStore`, ``cache/fits/``)."""
+        from dsgen.data.fits import FitStore
+
+        return FitStore(self.out / "cache" / "fits")
+
+    def source(self, plan: RunPlan) -> list[str]:
+        """Every distinct sentence of the source ``plan``'s inputs come from (RISE's human class); a named source is
+        read once per runner, a file every time (it may be edited in place)."""
+        from dsgen.data.inputs import NAMED_INPUTS
+        from dsgen.reweighting.base import source_texts
+
+        name = plan.preset.inputs
+        if name not in NAMED_INPUTS:
+            return source_texts(name, self.data_dir)
+        if name not in self._sources:
+            self._sources[name] = source_texts(name, self.data_dir)
+        return self._sources[name]
 
     def evaluator(self, plan: RunPlan) -> Any:
         from dsgen.evaluation.evaluator import StsEvaluator
@@ -161,7 +186,6 @@ class Runner:
         from dsgen.identity import run_key, stage_identity, texts_key
         from dsgen.training.fit import selection_data_key
         from dsgen.models import model_fingerprint
-        from dsgen.reweighting.base import source_texts
 
         with using_data_dir(self.data_dir):
             data = data if data is not None else self.data_inputs(plan)
@@ -172,7 +196,7 @@ class Runner:
                 stages[stage] = stage_identity(component) if component is not None else None
             sources = {}
             if plan.reweighter is not None and plan.reweighter.reads_source():
-                sources["reweighter"] = texts_key(source_texts(plan.preset.inputs, self.data_dir))
+                sources["reweighter"] = texts_key(self.source(plan))
             if plan.trainer is not None and getattr(plan.trainer.config, "selection_data", None) == "stsb-dev":
                 sources["selection"] = selection_data_key(self.data_dir)  # the checkpoint is chosen on these pairs
             models = {m: model_fingerprint(m) for m in plan.models()}
@@ -294,6 +318,72 @@ class Runner:
         out.extra["train_pairs"], out.extra["validation_pairs"] = len(out.train), len(out.validation)
         return out
 
+    # -- data-level fits ----------------------------------------------------------------------
+    def fit_identity(self, fit: Any, plan: RunPlan, data: DataInputs) -> tuple[str, dict[str, Any]]:
+        """(key, record) of ``plan``'s data-level fit ``fit`` (:mod:`dsgen.data.fits`): the keys of what it reads
+        (the training dataset's key and the seed-free postprocessing filters, the inputs' and the source's texts),
+        its settings, its models' fingerprints and the data seed."""
+        from dsgen.data.fits import filter_settings
+        from dsgen.identity import data_fit_key, texts_key
+        from dsgen.models import model_fingerprint
+
+        reads: dict[str, Any] = {}
+        if "generated" in fit.reads:
+            reads["generated"] = {"dataset": data.keys.get("train"), "filters": filter_settings(plan.postprocess)}
+        if "inputs" in fit.reads:
+            reads["inputs"] = texts_key(data.human)
+        if "source" in fit.reads:
+            reads["source"] = texts_key(self.source(plan))
+        models = {m: model_fingerprint(m) for m in fit.models}
+        seed = plan.run[0]
+        key = data_fit_key(fit.kind, fit.version, fit.settings, reads, models, seed)
+        return key, {"reads": reads, "settings": fit.settings, "models": models, "seed": seed}
+
+    def fit_data(self, fit: Any, plan: RunPlan, data: DataInputs) -> Any:
+        """What ``fit`` is computed from (:class:`dsgen.data.fits.FitData`): only what it reads."""
+        from dsgen.data.fits import FitData, seed_free_pairs
+
+        out = FitData(seed=plan.run[0], device=plan.overrides.device or "auto", progress=self.progress)
+        if "generated" in fit.reads:
+            pairs, _, _ = self.dataset(plan.generator, data.config, data.inputs)
+            out.generated = seed_free_pairs(pairs, plan.postprocess)
+        if "inputs" in fit.reads:
+            out.inputs = data.human
+        if "source" in fit.reads:
+            out.source = self.source(plan)
+        return out
+
+    def data_fit(self, stage: Any, plan: RunPlan, data: DataInputs) -> Any:
+        """``stage``'s data-level fit for ``plan`` (a :class:`dsgen.data.fits.Fitted`), made here once per key when it
+        is not stored (or, with ``fresh``, not yet made by this runner), else loaded; None when the stage declares
+        none. A fit that failed here fails every run that needs it the same way, without fitting again."""
+        fit = stage.data_fit() if hasattr(stage, "data_fit") else None
+        if fit is None:
+            return None
+        key, record = self.fit_identity(fit, plan, data)
+        if key in self._failed:
+            raise self._failed[key]
+        store = self.fits
+        if (self.fresh and key not in self._fresh_done) or not store.complete(fit.kind, key):
+            try:
+                store.make(fit, key, self.fit_data(fit, plan, data), record)
+            except Exception as exc:
+                self._failed[key] = exc
+                raise
+            self._fresh_done.add(key)
+        return store.load(fit, key)
+
+    def attach_fit(self, stage: Any, plan: RunPlan, data: DataInputs, extra: dict[str, Any],
+                   timings: dict[str, float]) -> None:
+        """Hand ``stage`` its data-level fit (``stage.fitted``) before it runs, and record which one it used."""
+        if not hasattr(stage, "data_fit"):
+            return
+        started = time.perf_counter()
+        stage.fitted = self.data_fit(stage, plan, data)
+        if stage.fitted is not None:
+            extra.setdefault("data_fits", {})[stage.kind] = stage.fitted.summary()
+            timings["data_fit_seconds"] = round(timings.get("data_fit_seconds", 0.0) + time.perf_counter() - started, 2)
+
     def _fail(self, plan: RunPlan, message: str, extra: dict[str, Any], log: Path | None = None) -> RunFailed:
         """Record a failed run (``.failed.json`` beside where its result would be) and return what says so: a
         :class:`RunCrashed` when a traceback ``log`` was written, else a :class:`RunFailed`."""
@@ -356,6 +446,7 @@ class Runner:
                                 device=plan.overrides.device or "auto", progress=self.progress,
                                 cache=self.out / "cache" / "labels")
             try:
+                self.attach_fit(plan.labeller, plan, inputs, extra, timings)
                 train, extra["labelling"] = plan.labeller.apply(train, lctx)
                 data.validation, _ = plan.labeller.apply(data.validation, lctx)
             except DsgenError as exc:
@@ -367,6 +458,7 @@ class Runner:
                                   progress=self.progress, source=plan.preset.inputs, data_dir=self.data_dir,
                                   load_generator=load_generator)
             try:
+                self.attach_fit(plan.reweighter, plan, inputs, extra, timings)
                 train, extra["reweighting"] = plan.reweighter.apply(train, ctx)
             except DsgenError as exc:
                 raise self._fail(plan, str(exc), extra) from None
@@ -379,6 +471,7 @@ class Runner:
         if plan.trainer is not None:
             t3 = time.perf_counter()
             try:
+                self.attach_fit(plan.trainer, plan, inputs, extra, timings)
                 outcome = plan.trainer.train(train, data.validation, seed=plan.seed, progress=self.progress)
             except DsgenError as exc:
                 raise self._fail(plan, str(exc), extra) from None

@@ -440,3 +440,55 @@ def test_an_unexpected_exception_fails_that_run_only_with_its_traceback_logged(s
     monkeypatch.setattr(Runner, "_run", bad_input)
     with pytest.raises(DsgenError, match="/nowhere"):
         run_many(["base"], mine, [1], runner, failures=[])
+
+
+def _sdi_methods():
+    """mock-sdi and mock-sdi-filter: the mock generator's data, RISE's reweighter (weights, or a 10% filter)."""
+    for name, config in (("mock-sdi", {}), ("mock-sdi-filter", {"filter_fraction": 0.1})):
+        if name not in METHODS:
+            METHODS.add(name, dino_recipe(description="mock + SDI", generator="mock-test", reweighter="sdi",
+                                          reweighter_config=config))
+
+
+def test_rise_and_rise_filter_share_one_sdi_fit_per_data_seed(setup, tmp_path, monkeypatch):
+    """Issue 31: the SDI classifier is a function of the data, fitted once per dataset with the data seed and shared
+    by rise and rise-filter over every training seed (it was refitted per run, seeded with the training seed); a new
+    data seed fits again; another runner (a resumed comparison) reads the stored fit; its key moves with what it
+    reads and not with how scores become weights."""
+    from dsgen.reweighting.sdi import SdiClassifier
+
+    preset, data = setup
+    _sdi_methods()
+    fits = []
+    real = SdiClassifier.fit
+    monkeypatch.setattr(SdiClassifier, "fit", lambda self, *a, **k: fits.append(a[1]) or real(self, *a, **k))
+    mine = replace(preset, max_inputs=12)
+    runner = Runner(tmp_path / "runs", str(data), progress=False)
+    results = run_many(["mock-sdi", "mock-sdi-filter"], mine, [(42, 1), (42, 2)], runner)
+    assert fits == [42]  # one fit, seeded with the data seed, for 4 runs
+    used = [r.extra["data_fits"]["reweighter"] for rs in results.values() for r in rs]
+    assert len({u["key"] for u in used}) == 1 and {u["seed"] for u in used} == {42}
+    assert (runner.out / "cache" / "fits" / f"sdi-classifier-{used[0]['key']}" / "fit.json").exists()
+    p_d: dict[str, set] = {}  # x2 -> p_D in every run: one classifier gives an x2 the same score in every run
+    for m, rs in results.items():
+        for r in rs:
+            for p in read_pairs(runner.result_path(plan_run(m, mine, r.seed)).with_suffix(".train.jsonl")):
+                p_d.setdefault(p.text_b, set()).add(p.extra["p_d"])
+    assert len(p_d) > 20 and all(len(v) == 1 for v in p_d.values())
+    other = run_many(["mock-sdi"], mine, [(7, 1)], runner)["mock-sdi"][0]
+    assert fits == [42, 7] and other.extra["data_fits"]["reweighter"]["key"] != used[0]["key"]
+    again = Runner(tmp_path / "runs", str(data), progress=False)
+    again.run(plan_run("mock-sdi-filter", mine, 3))  # a new training seed, another runner: the stored fit
+    assert fits == [42, 7]
+
+    def key(plan):
+        stage = plan.reweighter
+        return again.fit_identity(stage.data_fit(), plan, again.data_inputs(plan))[0]
+
+    base = key(plan_run("mock-sdi", mine, 1))
+    assert key(plan_run("mock-sdi-filter", mine, 2)) == base  # the filter and the training seed: not the fit's
+    assert key(plan_run("mock-sdi", replace(mine, reweighting={"sdi": {**mine.reweighting["sdi"], "temperature": 0.9}}), 1)) == base
+    assert key(plan_run("mock-sdi", mine, 1, data_seed=7)) != base  # the data seed
+    assert key(plan_run("mock-sdi", replace(mine, postprocess={"max_per_x1_label": 1}), 1)) != base  # the filters
+    assert key(plan_run("mock-sdi", replace(mine, max_inputs=11), 1)) != base  # the inputs, hence the dataset
+    assert key(plan_run("mock-sdi", replace(mine, reweighting={"sdi": {**mine.reweighting["sdi"], "epochs": 2.0}}), 1)) != base

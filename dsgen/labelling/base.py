@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
 from dsgen.component import PairStage
+from dsgen.data.fits import FitsOnData
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.registry import Registry
@@ -94,11 +95,12 @@ class LabelReport:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class Labeller(PairStage):
+class Labeller(PairStage, FitsOnData):
     """Scores pairs in [0, 1]; :meth:`apply` makes the score the label (``replace_label``) or keeps it
     beside the pair as ``judge_score``, and keeps the generated label as ``generated_label``. Its config's
     ``replace_label`` (default True) and ``max_abstention_share`` (default :data:`MAX_ABSTENTION_SHARE`) are
-    read where it has them."""
+    read where it has them. A labeller that fits something on the data alone declares it (``data_fit``,
+    :mod:`dsgen.data.fits`): the engine makes it once per dataset and sets ``self.fitted`` before it runs."""
 
     kind: ClassVar[str] = "labeller"
 

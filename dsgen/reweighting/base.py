@@ -1,8 +1,10 @@
 """The ``Reweighter`` interface and the registry of reweighters.
 
 A reweighter scores every training pair with a weight in [0, 1]; the trainer multiplies each
-example's loss by it, and weight 0 means "dropped". Some reweighters learn first (RISE's SDI
-classifier is fit on the run's human and machine sentences); all see a :class:`ReweightContext`.
+example's loss by it, and weight 0 means "dropped". Some reweighters learn first: a fit that depends on
+the data alone (RISE's SDI classifier, fit on the dataset's machine sentences and the human source) is
+declared as a data-level fit (:mod:`dsgen.data.fits`: ``data_fit()``), made once per dataset by the
+engine and found in ``self.fitted``; all see a :class:`ReweightContext`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from dsgen.component import PairStage
+from dsgen.data.fits import FitsOnData
 from dsgen.data.pairs import Pair
 from dsgen.registry import Registry
 
@@ -25,7 +28,7 @@ class ReweightContext:
         source: where the inputs came from (``stsb-train`` or a text file): its whole content is
             the human side of RISE's classifier.
         data_dir: the STS data folder (for named sources).
-        seed: the run seed.
+        seed: the run's training seed (a data-level fit has the data seed, :mod:`dsgen.data.fits`).
         load_generator: returns the generator LM (a ``dsgen.models.LoadedLM``), loaded on demand.
         device: cpu, cuda or auto.
         progress: show progress bars.
@@ -59,12 +62,13 @@ class ReweightReport:
     annotations: dict[str, list[Any]] = field(default_factory=dict)  # per-pair values kept in Pair.extra
 
 
-class Reweighter(PairStage):
+class Reweighter(PairStage, FitsOnData):
     """Scores pairs with weights in [0, 1].
 
     Subclasses implement :meth:`score` (and, as every :class:`~dsgen.component.PairStage`, ``models`` and
-    ``needs_generator_lm`` when they load a model); :meth:`apply` returns the pairs with their ``weight``
-    set (multiplied into any weight they already carry) and a summary for the result file.
+    ``needs_generator_lm`` when they load a model; ``data_fit`` when they fit on the data alone,
+    :mod:`dsgen.data.fits`); :meth:`apply` returns the pairs with their ``weight`` set (multiplied into any
+    weight they already carry) and a summary for the result file.
     """
 
     kind: ClassVar[str] = "reweighter"

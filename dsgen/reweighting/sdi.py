@@ -10,17 +10,28 @@ The classifier's recipe is RISE's (``discrimination.py`` of its code): lr 1e-5, 
 batch 32, 10% linear warm-up, no weight decay, inputs cut at 128 tokens, evaluated after every
 epoch on held-out sentences, keeping the epoch with the lowest validation loss. RISE starts
 from bert-base-uncased; here the backbone is the preset's (no BERT ships offline).
+
+The classifier is a function of the data, so it is a data-level fit (:mod:`dsgen.data.fits`): fitted once
+per dataset, seeded with the data seed, and shared by every run that reads it (``rise`` and ``rise-filter``
+of a data seed and all their training seeds), as RISE fits one classifier for its dataset
+(``discrimination.py``, with a seed of its own) and every training run reads the scores it wrote
+(``run_training.py#L196-L199``, ``#L315-L317``). It reads the
+dataset's generated x2 after the postprocessing filters that do not depend on the training seed (the random
+augmentation pairs, drawn per training seed, carry x2 of the same set) and the human source (or the inputs,
+``human = "inputs"``). Only the scoring of a run's pairs, and the temperature, filter and random-pair policy
+that turn scores into weights, are the run's.
 """
 
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dsgen import citations
 from dsgen.config import Config
+from dsgen.data.fits import DataFit, FitData
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.reweighting.base import REWEIGHTERS, ReweightContext, Reweighter, ReweightReport, source_texts
@@ -201,6 +212,26 @@ class SdiClassifier:
                 "sdi_validation_accuracy": accuracy, "sdi_validation_history": history,
                 "sdi_best_step": best["step"] if best else None, "sdi_train_seconds": round(time.perf_counter() - started, 2)}
 
+    def save(self, folder: Path) -> None:
+        """Write the fitted model and its tokenizer into ``folder`` (what :meth:`load` reads)."""
+        if self.model is None:
+            raise RuntimeError("SdiClassifier.fit must run first")
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+
+    @classmethod
+    def load(cls, config: SdiConfig, folder: Path) -> "SdiClassifier":
+        """A classifier :meth:`save` wrote, on ``config``'s device, ready to score."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from dsgen.models import resolve_device
+
+        classifier = cls(config)
+        classifier.tokenizer = AutoTokenizer.from_pretrained(folder)
+        classifier.model = AutoModelForSequenceClassification.from_pretrained(folder).to(resolve_device(config.device))
+        classifier.model.eval()
+        return classifier
+
     def logits(self, texts: list[Any], batch_size: int = 128) -> Any:
         import numpy as np
         import torch
@@ -241,43 +272,17 @@ def bottom_filter(scores: Any, fraction: float) -> Any:
     return weights
 
 
-def human_sentences(cfg: SdiConfig, context: ReweightContext) -> list[str]:
-    """The human class: the whole source (RISE) or only this run's inputs."""
-    if not context.human_texts:
-        raise DsgenError("the SDI reweighter needs human-written inputs x1 (e.g. stsb-train); "
-                         "this method generates x1 too")
-    if cfg.human == "inputs" or not context.source:
-        return list(context.human_texts)
-    return source_texts(context.source, context.data_dir)
-
-
+NO_HUMAN_INPUTS = ("the SDI reweighter needs human-written inputs x1 (e.g. stsb-train); "
+                   "this method generates x1 too")
 # classifier settings -> what a fit depends on (not how its scores become weights: temperature, filter, random pairs)
 FIT_SETTINGS = ("encoder", "input", "human", "epochs", "batch_size", "learning_rate", "warmup_ratio", "weight_decay",
                 "validation_fraction", "max_length", "device")
-_FITTED: "OrderedDict[str, tuple[SdiClassifier, dict[str, Any]]]" = OrderedDict()  # the latest fits of this process
-
-
-def fitted_classifier(cfg: SdiConfig, data: SdiData, context: ReweightContext) -> tuple["SdiClassifier", dict[str, Any]]:
-    """The classifier fitted on ``data`` with ``cfg``'s settings and the run's seed, fitted once per process:
-    ``rise`` and ``rise-filter`` of one run train the same classifier, which is kept (the last two) and reused."""
-    from dsgen.identity import fit_key
-
-    key = fit_key({k: getattr(cfg, k) for k in FIT_SETTINGS}, context.seed,
-                  [[x if isinstance(x, str) else list(x), y] for x, y in data.train],
-                  [[x if isinstance(x, str) else list(x), y] for x, y in data.validation])
-    if key not in _FITTED:
-        classifier = SdiClassifier(cfg)
-        _FITTED[key] = (classifier, classifier.fit(data, context.seed, context.progress))
-        while len(_FITTED) > 2:
-            _FITTED.popitem(last=False)
-    classifier, info = _FITTED[key]
-    return classifier, dict(info)
 
 
 @REWEIGHTERS.register("sdi")
 class SdiReweighter(Reweighter):
-    """RISE: fit the SDI classifier on human sentences and the run's generated sentences, then
-    weigh each pair by p_D of its x2 (or drop the bottom ``filter_fraction`` by p_D).
+    """RISE: fit the SDI classifier on human sentences and the dataset's generated sentences (once per dataset,
+    a data-level fit), then weigh each pair by p_D of its x2 (or drop the bottom ``filter_fraction`` by p_D).
 
     Example:
         >>> pairs, summary = SdiReweighter(SdiConfig()).apply(train, ReweightContext(human_texts=x1s))  # doctest: +SKIP
@@ -285,10 +290,10 @@ class SdiReweighter(Reweighter):
 
     config_class = SdiConfig
     citation = citations.RISE
+    version = 2  # 2: the classifier is a data-level fit, seeded with the data seed (was refitted per run)
 
     def __init__(self, config: SdiConfig | None = None) -> None:
         super().__init__(config or SdiConfig())
-        self.classifier: SdiClassifier | None = None
 
     def models(self, plan: Any) -> list[str]:
         return [self.config.encoder]
@@ -296,18 +301,48 @@ class SdiReweighter(Reweighter):
     def reads_source(self) -> bool:
         return self.config.human == "source"
 
+    def data_fit(self) -> DataFit:
+        """The classifier, fitted on the dataset's generated x2 and the human class (the whole source, or the
+        inputs), with the data seed (:mod:`dsgen.data.fits`)."""
+        cfg = self.config
+        return DataFit("sdi-classifier", {k: getattr(cfg, k) for k in FIT_SETTINGS},
+                       ("generated", "inputs", "source") if cfg.human == "source" else ("generated", "inputs"),
+                       self.fit_classifier, self.load_classifier, models=(cfg.encoder,))
+
+    def fit_classifier(self, data: FitData, folder: Path) -> dict[str, Any]:
+        """Fit on balanced human and machine sentences (:func:`sdi_training_data`, with the data seed) and write the
+        classifier into ``folder``."""
+        cfg = self.config
+        if not data.inputs:
+            raise DsgenError(NO_HUMAN_INPUTS)
+        human = data.source if cfg.human == "source" and data.source else data.inputs
+        generated = [p for p in data.generated or [] if p.text_b is not None]
+        examples = sdi_training_data(human, generated, cfg.input == "single", data.seed, cfg.validation_fraction)
+        classifier = SdiClassifier(cfg)
+        info = classifier.fit(examples, data.seed, data.progress)
+        classifier.save(folder)
+        return {**info, "sdi_human": {"rule": cfg.human, "available": len(set(human))}}
+
+    def load_classifier(self, folder: Path, info: dict[str, Any]) -> SdiClassifier:
+        return SdiClassifier.load(self.config, folder)
+
     def score(self, pairs: list[Pair], context: ReweightContext) -> ReweightReport:
         import numpy as np
 
         cfg = self.config
-        human = human_sentences(cfg, context)
+        fitted = self.fitted
+        if fitted is None:  # used alone, outside a run: fit on the generated pairs it is given
+            if not context.human_texts:
+                raise DsgenError(NO_HUMAN_INPUTS)
+            source = source_texts(context.source, context.data_dir) if cfg.human == "source" and context.source else None
+            fitted = self.fit_alone(FitData(context.seed, [p for p in pairs if p.extra.get("source", "generated")
+                                                           == "generated"], list(context.human_texts), source,
+                                            context.device, context.progress))
+        classifier: SdiClassifier = fitted.value
+        info = dict(fitted.info)
         single = cfg.input == "single"
-        generated = [p for p in pairs if p.extra.get("source", "generated") == "generated" and p.text_b is not None]
-        data = sdi_training_data(human, generated, single, context.seed, cfg.validation_fraction)
-        self.classifier, info = fitted_classifier(cfg, data, context)
-        info["sdi_human"] = {"rule": cfg.human, "available": len(set(human))}
         texts = [p.text_b if single else (p.text_a, p.text_b) for p in pairs]
-        p_d = self.classifier.p_human(texts)
+        p_d = classifier.p_human(texts)
         if cfg.random_pairs == "one":
             is_random = np.array([p.extra.get("source") == "random" for p in pairs])
             p_d = np.where(is_random, 1.0, p_d)

@@ -224,20 +224,27 @@ def test_self_curation_drops_a_triplet_the_judge_did_not_rate():
     assert summary["dropped"] == {"abstained": 2} and sum(p.weight for p in out) == 6
 
 
-def test_rise_and_rise_filter_of_one_run_fit_the_sdi_classifier_once(tiny_encoder_dir, monkeypatch):
-    """The classifier depends on its settings, the seed and the examples, not on how scores become weights:
-    a second reweighter with another filter (rise-filter beside rise) reuses the fit."""
-    from dsgen.reweighting.sdi import SdiClassifier
+def test_the_sdi_classifier_is_a_data_fit_that_reads_back_exactly(tiny_encoder_dir, tmp_path):
+    """The classifier is a data-level fit (dsgen.data.fits): its settings leave out how scores become weights (rise
+    and rise-filter declare one fit), it reads the dataset and the human side, and the stored classifier gives the
+    same p_D bits as the one just fitted (a run on another process or node loads it)."""
+    from dsgen.data.fits import FitData
 
-    fits = []
-    real = SdiClassifier.fit
-    monkeypatch.setattr(SdiClassifier, "fit", lambda self, *a, **k: fits.append(1) or real(self, *a, **k))
-    human = [f"A person number {i} walks a red dog in the park." for i in range(24)]
-    pairs = [Pair(h, f"Machine text {i} about things and stuff.", 1.0) for i, h in enumerate(human)]
-    ctx = ReweightContext(human_texts=human, seed=3, progress=False)
     cfg = SdiConfig(encoder=str(tiny_encoder_dir), epochs=1.0, device="cpu", human="inputs")
-    weighted, _ = SdiReweighter(cfg).apply(pairs, ctx)
-    filtered, _ = SdiReweighter(cfg.replace(filter_fraction=0.25)).apply(pairs, ctx)
-    assert len(fits) == 1 and [p.extra["p_d"] for p in weighted] == [p.extra["p_d"] for p in filtered]
-    SdiReweighter(cfg).apply(pairs, ReweightContext(human_texts=human, seed=4, progress=False))
-    assert len(fits) == 2  # another seed: another fit
+    rise, rise_filter = SdiReweighter(cfg).data_fit(), SdiReweighter(cfg.replace(filter_fraction=0.1, temperature=0.9)).data_fit()
+    assert rise.settings == rise_filter.settings and rise.reads == ("generated", "inputs") and rise.kind == "sdi-classifier"
+    assert SdiReweighter(cfg.replace(human="source")).data_fit().reads == ("generated", "inputs", "source")
+    assert SdiReweighter(cfg.replace(epochs=2.0)).data_fit().settings != rise.settings
+    human = [f"A person number {i} walks a red dog in the park." for i in range(24)]
+    generated = [Pair(h, f"Machine text {i} about things and stuff.", 1.0) for i, h in enumerate(human)]
+    data = FitData(seed=3, generated=generated, inputs=human, progress=False)
+    (tmp_path / "fit").mkdir()
+    info = rise.compute(data, tmp_path / "fit")
+    assert info["sdi_human"] == {"rule": "inputs", "available": 24} and (tmp_path / "fit" / "config.json").exists()
+    texts = [p.text_b for p in generated] + human
+    fitted = SdiClassifier(cfg)  # the classifier in memory, right after its fit
+    fitted.fit(sdi_training_data(human, generated, True, 3), seed=3, progress=False)
+    assert (rise.load(tmp_path / "fit", info).logits(texts) == fitted.logits(texts)).all()
+    assert SdiReweighter(cfg).fit_alone(data).value.logits(texts).tolist() == fitted.logits(texts).tolist()
+    with pytest.raises(DsgenError, match="human-written inputs"):
+        rise.compute(FitData(seed=3, generated=generated, inputs=None), tmp_path / "none")
