@@ -184,7 +184,7 @@ class Runner:
         and the evaluation data's key."""
         from dsgen.data.sts import using_data_dir
         from dsgen.identity import run_key, stage_identity, texts_key
-        from dsgen.training.fit import selection_data_key
+        from dsgen.training.fit import selection_data_key, selection_data_of
         from dsgen.models import model_fingerprint
 
         with using_data_dir(self.data_dir):
@@ -197,7 +197,7 @@ class Runner:
             sources = {}
             if plan.reweighter is not None and plan.reweighter.reads_source():
                 sources["reweighter"] = texts_key(self.source(plan))
-            if plan.trainer is not None and getattr(plan.trainer.config, "selection_data", None) == "stsb-dev":
+            if plan.trainer is not None and selection_data_of(plan.trainer.config) == "stsb-dev":
                 sources["selection"] = selection_data_key(self.data_dir)  # the checkpoint is chosen on these pairs
             models = {m: model_fingerprint(m) for m in plan.models()}
             seeds = {"data": plan.run[0] if plan.generation is not None else None,

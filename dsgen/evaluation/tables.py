@@ -179,8 +179,14 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
               f"the runs, paired by (data seed, training seed): a t-interval over the data seeds' mean differences "
               f"(nested; over training seeds when there is one dataset) as the headline, and a 95% paired-bootstrap "
               f"interval over test pairs ({cmp.n_boot:,} resamples of each task's pairs). An interval that covers 0 is "
-              f"marked.", "",
-              comparison_display(cmp).to_markdown(), ""]
+              f"marked.", ""]
+    from dsgen.training.fit import selection_summary
+
+    selection = selection_summary({m: [r.extra["training"] for r in rs if r.extra.get("training")]
+                                   for m, rs in cmp.results.items() if any(r.extra.get("training") for r in rs)})
+    if selection:
+        lines += [f"Model selection: {selection}.", ""]
+    lines += [comparison_display(cmp).to_markdown(), ""]
     failed = cmp.failed()
     notes = cmp.replicate_notes()
     if failed or notes:
@@ -275,11 +281,27 @@ def comparison_bar_chart(cmp: Any, path: str | Path) -> None:
     write_figure(fig, path)
 
 
+MAX_STEM = 120
+"""The longest file stem written (bytes): a file name holds 255, and a temporary file adds its suffixes."""
+
+
+def file_stem(stem: str) -> str:
+    """``stem``, or, when it is too long for a file name (a comparison of every registered method is 300 characters),
+    its first bytes and its content key (:func:`dsgen.identity.content_key`), so two long stems stay apart."""
+    if len(stem.encode()) <= MAX_STEM:
+        return stem
+    from dsgen.identity import content_key
+
+    return f"{stem.encode()[:MAX_STEM - 13].decode(errors='ignore')}-{content_key(stem)}"
+
+
 def write_comparison(cmp: Any, folder: str | Path, stem: str, command: str = "") -> dict[str, Path]:
-    """Write ``<stem>.md``, ``<stem>.csv`` (wide), ``<stem>.long.csv`` (tidy) and ``<stem>.png`` under ``folder``."""
+    """Write ``<stem>.md``, ``<stem>.csv`` (wide), ``<stem>.long.csv`` (tidy) and ``<stem>.png`` under ``folder``
+    (a stem too long for a file name shortened, :func:`file_stem`)."""
     from dsgen.artifacts import atomic_open, ensure_writable_dir
 
     folder = ensure_writable_dir(Path(folder))
+    stem = file_stem(stem)
     paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png",
              "long": folder / f"{stem}.long.csv"}
     with atomic_open(paths["markdown"]) as fh:
@@ -371,10 +393,11 @@ def curve_chart(points: list[Any], path: str | Path, title: str) -> None:
 
 
 def write_curve(points: list[Any], folder: str | Path, stem: str, header: dict[str, Any], command: str = "") -> dict[str, Path]:
-    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder``."""
+    """Write ``<stem>.md``, ``<stem>.csv`` and ``<stem>.png`` under ``folder`` (:func:`file_stem`)."""
     from dsgen.artifacts import atomic_open, ensure_writable_dir
 
     folder = ensure_writable_dir(Path(folder))
+    stem = file_stem(stem)
     paths = {"markdown": folder / f"{stem}.md", "csv": folder / f"{stem}.csv", "png": folder / f"{stem}.png"}
     curve_chart(points, paths["png"], f"learning curve, preset {header['preset']}")
     with atomic_open(paths["markdown"]) as fh:

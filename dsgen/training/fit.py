@@ -19,6 +19,16 @@ from dsgen.config import Config
 from dsgen.errors import DsgenError
 
 SELECTION_METRICS = ("max", "cosine")
+SELECTION_RULES = {
+    "paper": "each method's own rule (its repository's: the data, metric and schedule its recipe sets)",
+    "stsb-dev": "the best STSb dev Spearman (cosine, gold / 5), evaluated at every epoch's end, at the last step and "
+                "selection_evaluations times over the run",
+    "last": "the last step (no model selection)",
+    "ema": "an exponential moving average of the weights over the optimizer steps (Polyak averaging, ema_decay)",
+}
+"""How a trainer chooses the weights it returns (:attr:`TrainingConfig.selection_rule`). ``paper`` keeps what each
+method's recipe sets; the others replace it, so that every method of a comparison is selected by one rule on one
+set of data (a preset's ``[training] selection_rule``, which applies to every trainer)."""
 
 
 @dataclass
@@ -57,6 +67,21 @@ class TrainingConfig(Config):
             eps 1e-6: DINO's and RISE's code) or ``adamw-torch`` (torch's bias-corrected AdamW, eps
             1e-8); :mod:`dsgen.training.optimizers`.
         device: cpu, cuda or auto.
+        selection_rule: how the returned weights are chosen (:data:`SELECTION_RULES`). ``paper`` (default): as the
+            fields above say, i.e. as each method's recipe sets them (DINO: its generated validation split at every
+            100 steps and each epoch's end; GenSE and the SimCSE family: STSb dev every 25-250 steps only; E5:
+            the last step). ``stsb-dev``, ``last`` and ``ema`` replace ``model_selection``, ``selection_data``,
+            ``selection_metric``, ``evaluation_steps``, ``evaluations_per_epoch`` and ``evaluate_at_epoch_end`` for
+            every trainer alike: set in a preset's ``[training]``, it puts every method of a comparison under one
+            rule on the same data (:meth:`selection`). A method never sets it, unless its paper's own rule is
+            what the method tests.
+        selection_evaluations: under ``selection_rule = "stsb-dev"``, evaluations spread over the run (every
+            ``ceil(steps / n)`` steps, besides every epoch's end and the last step), so the schedule scales with
+            the run's length: 10, so a run of a few dozen steps is evaluated every few steps and one of thousands
+            every few hundred (DINO's every 100, RISE's thirds of an epoch, SimCSE's every 125 are fixed counts).
+        adam_epsilon: the optimizer's epsilon (None: its own default, 1e-6 for ``adamw-uncorrected``, 1e-8 for
+            ``adamw-torch``; CLAIF's sentence-transformers 2.2.2 builds ``transformers.AdamW`` with eps 1e-6 and bias
+            correction).
         min_trained_steps: the fewest optimizer steps with a non-zero learning rate a run must take to count as
             trained (:func:`training_failure`; a run below it is a failed run, never a score). 10: with fewer,
             every batch is more than a tenth of all the model learned, and the row shows the starting encoder
@@ -84,6 +109,9 @@ class TrainingConfig(Config):
     max_seq_length: int | None = 128
     optimizer: str = "adamw-uncorrected"
     device: str = "auto"
+    selection_rule: str = "paper"
+    selection_evaluations: int = 10
+    adam_epsilon: float | None = None
     min_trained_steps: int = 10
 
     def __post_init__(self) -> None:
@@ -101,8 +129,34 @@ class TrainingConfig(Config):
             raise DsgenError(f"selection_data must be stsb-dev or empty (got '{self.selection_data}')")
         if self.min_trained_steps < 1:
             raise DsgenError(f"min_trained_steps must be at least 1 (got {self.min_trained_steps})")
-        if self.ema_decay and self.model_selection:
+        if self.selection_rule not in SELECTION_RULES:
+            from dsgen.suggest import did_you_mean
+
+            raise DsgenError(f"selection_rule must be one of {', '.join(SELECTION_RULES)} (got '{self.selection_rule}')"
+                             f"{did_you_mean(self.selection_rule, list(SELECTION_RULES))}")
+        if self.selection_evaluations < 1 or (self.adam_epsilon is not None and self.adam_epsilon <= 0):
+            raise DsgenError(f"selection_evaluations must be at least 1 and adam_epsilon positive (got "
+                             f"{self.selection_evaluations}, {self.adam_epsilon})")
+        if self.selection_rule == "ema" and not self.ema_decay:
+            raise DsgenError("selection_rule = \"ema\" averages the weights: set ema_decay in (0, 1) beside it")
+        if self.selection_rule in ("stsb-dev", "last") and self.ema_decay:
+            raise DsgenError(f"selection_rule = \"{self.selection_rule}\" keeps a checkpoint, not an average: "
+                             "set ema_decay = 0, or selection_rule = \"ema\"")
+        if self.ema_decay and self.model_selection and self.selection_rule == "paper":
             raise DsgenError("weight averaging (ema_decay) replaces model selection: set model_selection = false")
+
+    def selection(self, steps: int | None = None) -> "TrainingConfig":
+        """This config with its selection rule applied (:data:`SELECTION_RULES`): the settings that decide which
+        weights a run returns, as :func:`fit` and :func:`selection_evaluator` use them. ``steps`` (the run's
+        optimizer steps) sets the ``stsb-dev`` rule's interval, ``ceil(steps / selection_evaluations)``."""
+        rule = self.selection_rule
+        if rule == "paper":
+            return self
+        if rule == "stsb-dev":
+            interval = max(1, math.ceil(steps / self.selection_evaluations)) if steps else self.evaluation_steps
+            return self.replace(model_selection=True, selection_data="stsb-dev", selection_metric="cosine",
+                                evaluate_at_epoch_end=True, evaluations_per_epoch=0, evaluation_steps=interval)
+        return self.replace(model_selection=False, selection_rule=rule)  # last, ema: nothing evaluated
 
 
 def load_trainable_encoder(cfg: TrainingConfig, seed: int) -> Any:
@@ -148,11 +202,24 @@ def selection_data_key(root: Any = None) -> str:
     return evaluation_data_key({"stsb-dev": [list(p) for p in stsb_dev_pairs(root)]})
 
 
+def selection_data_of(config: Any) -> str | None:
+    """The data a trainer's config chooses its checkpoint on, its selection rule applied (``stsb-dev``; None: its
+    own validation pairs, or no selection): what a run key must hold the fingerprint of."""
+    if isinstance(config, TrainingConfig):
+        effective = config.selection()
+        return effective.selection_data if effective.model_selection else None
+    return getattr(config, "selection_data", None)
+
+
 def selection_evaluator(cfg: TrainingConfig, validation: list[tuple[str, str, float]],
                         template: Callable[[str], str] = lambda text: text) -> tuple[Any, str | None]:
     """The evaluator that chooses the checkpoint, with the name of its metric (None, None: nothing to
     choose on): the STS benchmark dev split for ``selection_data = "stsb-dev"`` (gold / 5), else the
-    method's own validation pairs (at least two). ``template`` wraps every sentence (GenSE's prompt)."""
+    method's own validation pairs (at least two), as the config's selection rule says (:meth:`TrainingConfig.selection`;
+    None, None under ``last`` and ``ema``). ``template`` wraps every sentence (GenSE's prompt)."""
+    cfg = cfg.selection()
+    if not cfg.model_selection:
+        return None, None
     if cfg.selection_data == "stsb-dev":
         validation, name = stsb_dev_pairs(), "stsb-dev"
     else:
@@ -304,6 +371,38 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
     return None
 
 
+def selection_text(log: dict[str, Any]) -> str:
+    """How one run's returned weights were chosen, in words, from its training log (:func:`fit` records it)."""
+    if log.get("selection_rule") is None:
+        return "not recorded (a result made before dsgen recorded its selection)"
+    if log.get("weights") != "best validation step":
+        return str(log.get("weights"))
+    data = "STSb dev" if log.get("selection_data") == "stsb-dev" else "its own validation pairs"
+    metric = "cosine Spearman" if log.get("selection_metric") == "cosine" else "the best of four Spearmans"
+    ends = ", each epoch's end and the last step" if log.get("selection_at_epoch_end") else " only"
+    return f"the best checkpoint by {metric} on {data}, evaluated every {log.get('evaluation_interval')} steps{ends}"
+
+
+def selection_summary(logs: dict[str, list[dict[str, Any]]]) -> str:
+    """One line for a comparison table: the selection rule its trained methods ran under (``logs``: method -> its
+    runs' training logs). One rule for every method is named once (with its intervals when it scales them); each
+    method's own rule (``paper``) is spelled out per method, so a reader sees that the rows were selected apart."""
+    rules = {log.get("selection_rule") for runs in logs.values() for log in runs}
+    if not logs:
+        return ""
+    if len(rules) == 1 and None not in rules and "paper" not in rules:
+        (rule,) = rules
+        text = f"one rule for every trained method, `selection_rule = \"{rule}\"`: {SELECTION_RULES[rule]}"
+        if rule == "stsb-dev":
+            text += " (every " + ", ".join(f"`{m}` {'/'.join(sorted({str(log.get('evaluation_interval')) for log in runs}))}"
+                                           for m, runs in logs.items()) + " steps)"
+        return text
+    per = {m: "; ".join(sorted({selection_text(log) for log in runs})) for m, runs in logs.items()}
+    named = ", ".join(f"`{r}`" for r in sorted(r for r in rules if r)) or "not recorded"
+    return (f"each method's own (selection_rule {named}), so the rows were not selected alike: "
+            + "; ".join(f"`{m}`: {text}" for m, text in per.items()))
+
+
 def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: int, evaluator: Any = None,
         metric: str | None = None, no_duplicates: bool = False, progress: bool = True,
         unit: str = "pairs") -> dict[str, Any]:
@@ -321,9 +420,14 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
 
     from dsgen.models import resolve_device
 
+    optimizer = optimizer_cls_and_kwargs(cfg.optimizer, cfg.learning_rate)
+    if optimizer is not None and cfg.adam_epsilon is not None:
+        optimizer = (optimizer[0], {**optimizer[1], "eps": cfg.adam_epsilon})
+
     n = len(train_dataset)
     steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
     steps = max(1, math.ceil(steps_per_epoch * cfg.epochs))
+    cfg = cfg.selection(steps)  # the selection rule's settings (a no-op for the methods' own rule, "paper")
     interval = evaluation_interval(cfg, steps_per_epoch)
     select = evaluator is not None and metric is not None and cfg.model_selection
     started = time.perf_counter()
@@ -372,7 +476,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
         args = SentenceTransformerTrainingArguments(
             output_dir=output_dir, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
             learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps or cfg.warmup_ratio,
-            weight_decay=cfg.weight_decay,
+            weight_decay=cfg.weight_decay, adam_epsilon=cfg.adam_epsilon if cfg.adam_epsilon is not None else 1e-8,
             lr_scheduler_type="linear", seed=seed, data_seed=seed,
             eval_strategy="steps" if select else "no", eval_steps=interval if select else None,
             save_strategy="no",  # the best weights are kept in memory (Schedule)
@@ -384,7 +488,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             callbacks.append(Averaging())
         return SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss,
                                           evaluator=evaluator if select else None, callbacks=callbacks,
-                                          optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(cfg.optimizer, cfg.learning_rate))
+                                          optimizer_cls_and_kwargs=optimizer)
 
     train_with_progress(build, "train", int(steps), progress)
     best = max(history, key=lambda h: h[1]) if history else None
@@ -401,6 +505,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             "min_trained_steps": cfg.min_trained_steps, "evaluation_interval": interval if select else None,
             "weights": f"exponential moving average, decay {cfg.ema_decay:g}" if cfg.ema_decay else "last step"
             if not select else "best validation step",
+            "selection_rule": cfg.selection_rule, "selection_data": (cfg.selection_data or "validation") if select else None,
+            "selection_at_epoch_end": cfg.evaluate_at_epoch_end if select else None,
             "selection_metric": cfg.selection_metric if select else None,
             "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
             "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,
