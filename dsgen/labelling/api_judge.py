@@ -15,7 +15,9 @@ written: at the answer token that holds its first digit, the digits' probabiliti
 normalised over the digits 0 to ``max_score``, give the expected digit, as the local judge reads it. That
 token is not always the first: SmolLM2's tokenizer writes ``" 4"`` as ``" "`` then ``"4"``, so a judge that
 read the first token only saw a space and abstained on every pair. Where the top tokens there hold no digit
-(a number spelled in one token with what follows it), the number as written is the score. A server that
+(a number spelled in one token with what follows it), the number as written is the score; with ``read =
+"written"`` (CLAIF's and MultiCSR's judges) it always is, and ``parse = "exact"`` takes MultiCSR's rule (the answer
+is the number). A server that
 returns no log-probabilities (``transformers serve`` ignores the field) is a one-line error: use
 ``lm-judge`` with a local model there. A request the server refuses (a 4xx, an answer that is not a
 completion) gives no score either. A chat endpoint cannot be given the start of the answer (no assistant
@@ -25,7 +27,6 @@ prefill): a chat judge takes no ``answer_prefix``.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,23 +36,7 @@ from dsgen.errors import DsgenError
 from dsgen.generation.openai_api import (TRANSPORT, ApiClient, MaskedUrlConfig, check_base_url, check_extra_body,
                                          redact_url, resolve_base_url)
 from dsgen.labelling.base import LABELLERS, LabelContext, LabelReport
-from dsgen.labelling.lm_judge import LmJudge, LmJudgeConfig
-
-NUMBER = re.compile(r"[0-9\.]*[0-9]")  # CLAIF's (modeling.py#L225): the first match is the score
-
-
-def written_score(text: str, max_score: int) -> float | None:
-    """The score an answer writes, read as CLAIF reads it (``modeling.py#L225-L237``): the first number of
-    the stripped text, when it lies in 0 to ``max_score``; None when there is none, it is out of range or
-    it is not a number (``1.2.3``)."""
-    match = NUMBER.search(text.strip())
-    if match is None:
-        return None
-    try:
-        value = float(match.group())
-    except ValueError:
-        return None
-    return value if 0 <= value <= max_score else None
+from dsgen.labelling.lm_judge import LmJudge, LmJudgeConfig, written_score  # noqa: F401 (written_score: one parser)
 
 
 @dataclass
@@ -143,9 +128,11 @@ class ApiJudge(LmJudge):
             return None, "refused"
         cfg = self.config
         positions = self.positions(record.get("response"), where)
-        value = written_score(record["text"], cfg.max_score)
+        value = written_score(record["text"], cfg.max_score, cfg.parse)
         if value is None:
             return None, "no_number"
+        if cfg.read == "written":  # the number as written is the score (CLAIF, MultiCSR)
+            return value / cfg.max_score, "written"
         top = next((top for token, top in positions if any(c in "0123456789" for c in token)), {})
         mass = [0.0] * (cfg.max_score + 1)
         for token, logprob in top.items():

@@ -1,20 +1,23 @@
 """MultiCSR's self-curation: keep a triplet only when the LM that judged its pairs rates the positive as
 similar and the negative as dissimilar (NAACL 2024; ``Circle-Ming/MultiCSR@596898f``).
 
-It reads each pair's ``judge_score`` (in [0, 1], the labeller ``lm-judge`` with ``replace_label = false``
-writes it; MultiCSR's judge rates 0 to 5, so its thresholds 3.0 / 3.0 are 0.6 / 0.6 here) and keeps the
-positive and negative pairs of an input x1 (weight 1) when every positive scores at least ``min_positive``,
-every negative at most ``max_negative``, and the lowest positive exceeds the highest negative by more than
-``min_gap`` (MultiCSR's ``flan_filter.py#L162-L173``, filter type 15: pos >= 3, neg <= 3, pos != neg).
-Anything else gets weight 0 (dropped). A pair the judge gave no score (``judge_score`` None: it abstained)
-cannot be checked, so its triplet is dropped too, as MultiCSR drops a triplet whose two ratings are not both
-scores (``flan_filter.py#L155-L156``); the abstentions are counted and more than ``max_abstention_share`` of
-them fail the run, as in the labelling stage (:func:`dsgen.labelling.base.count_abstentions`).
+It reads each pair's ``judge_score`` (in [0, 1]; the labeller ``lm-judge`` with ``replace_label = false`` writes
+it) and keeps the positive and negative pairs of an input x1 (weight 1) when every positive scores at least
+``min_positive``, every negative at most ``max_negative``, and the lowest positive exceeds the highest negative by
+more than ``min_gap``; anything else gets weight 0 (dropped). MultiCSR thresholds the score its judge *writes*: Flan-T5
+greedily decodes a number, kept only when the whole answer is one (``flan_filter.py#L148-L156``), and filter type 15
+keeps ``negative <= 3``, ``positive >= 3`` and ``positive != negative`` (``#L123-L126``, ``#L162-L165``, ``#L170-L173``),
+i.e. 0.6 / 0.6 on the judge's 0-5 scale divided by 5, the positive strictly above the negative (``min_gap`` 0). So
+MultiCSR's labeller reads the written score (``read = "written"``, ``parse = "exact"``): thresholds on an expected
+digit (a continuous score) kept 0 of 85 pairs on ``cpu``, where the written scores are the discrete numbers these
+thresholds were set for. A pair the judge gave no score (``judge_score`` None: it abstained) cannot be checked, so its
+triplet is dropped, as MultiCSR writes no triplet whose two ratings are not both numbers (``#L155-L156``); the
+abstentions are counted and more than ``max_abstention_share`` of them fail the run, as in the labelling stage
+(:func:`dsgen.labelling.base.count_abstentions`).
 
-Departures: MultiCSR's judge greedily decodes a number; dsgen's reads the expected digit, so "the two
-scores differ" (almost always true of expected values) becomes a gap above ``min_gap`` (0: strictly
-greater). Its generation step also swaps a pair whose "contradiction" the judge rates above its
-"entailment" (``flan_generate_scoring.py#L138-L141``); here such a triplet is dropped.
+Departure: MultiCSR also swaps a triplet whose "contradiction" the judge rates as the positive and whose
+"entailment" as the negative (``flan_filter.py#L157-L165``, ``flan_generate_scoring.py#L138-L141``); a reweighter
+only weighs pairs, so such a triplet is dropped here.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ MULTICSR = """@inproceedings{wang-etal-2024-large,
 class CurationConfig(Config):
     """Args:
         min_positive / max_negative: the judge's score (in [0, 1]) a positive must reach and a negative must
-            not exceed (MultiCSR: 3.0 and 3.0 of 5).
+            not exceed (MultiCSR: 3.0 and 3.0 of 5, its written scores).
         min_gap: positive minus negative must exceed this (0: strictly greater).
         positive_label / negative_label: the pair labels of a triplet's two sides.
         max_abstention_share: the run fails when the judge gave no score for more than this share of the pairs

@@ -16,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from dsgen import citations
+from dsgen.data.fits import FitsOnData
 from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.training.base import TRAINERS, Trainer, TrainingOutcome, weighted
 from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder, selection_evaluator
 
 GENSE_PROMPT = "{} Question: what can we draw from the above sentence?"
+TRAINED_GUIDE = "unsup-simcse"  # ContrastiveConfig.guide: trained on the run's own inputs (dsgen.training.guide)
+LOSSES = ("infonce", "multicsr", "gist")
 NLI_COLUMNS = (("sent0", "sent1", "hard_neg"), ("anchor", "positive", "negative"))
+
+
+GUIDE_LOG = ("sentences", "noise", "seed", "optimizer_steps", "weight_update", "best_step", "best_validation_spearman")
 
 
 @dataclass
@@ -95,13 +101,19 @@ class ContrastiveConfig(TrainingConfig):
             stsb_spearman``, evaluated every ``evaluation_steps`` = 250 steps only: ``evaluation_strategy
             steps``, ``train.sh#L28-L33``); None: train the whole schedule and keep the last step.
         selection_metric: cosine Spearman, as GenSE's (SimCSE's) evaluation.
-        loss: ``infonce`` (GenSE's, weighted per triplet) or ``gist``: sentence-transformers'
-            ``GISTEmbedLoss`` (cached), where a ``guide`` encoder masks in-batch negatives it finds more similar
-            to the anchor than the positive is (MultiCSR's guided masking, approximately: MultiCSR masks with
-            unsupervised SimCSE at a fixed cosine of 0.95, here the guide's own positive sets the bar); only the
-            anchor-positive and anchor-negative columns (no anchor-anchor or positive-positive negatives), at
-            ``temperature``. Weights must be 0 or 1 (dropped or kept: the loss is unweighted).
-        guide: the guide encoder of ``gist`` (all-MiniLM-L6-v2 offline).
+        loss: ``infonce`` (GenSE's and SimCSE's, weighted per triplet); ``multicsr``: MultiCSR's loss
+            (:class:`~dsgen.training.losses.MultiCSRGuidedLoss`: candidates whose ``guide`` cosine with the anchor
+            exceeds ``guide_threshold`` masked, a binary cross-entropy of every softmax entry, weighted per triplet);
+            or ``gist``: sentence-transformers' ``GISTEmbedLoss`` (cached), where the guide masks candidates it finds
+            more similar to the anchor than the positive (only the anchor-positive and anchor-negative columns), at
+            ``temperature``; weights 0 or 1 only (the loss is unweighted).
+        guide: the guide encoder of ``multicsr`` and ``gist``: ``unsup-simcse`` (default): unsupervised SimCSE
+            trained from the run's encoder on the method's own input sentences (:mod:`dsgen.training.guide`, as
+            MultiCSR's pre-trained unsupervised SimCSE guide), or any encoder name (e.g. ``minilm-l6``).
+        guide_threshold: the guide cosine above which ``multicsr`` masks a candidate (MultiCSR's ``phi``: 0.95).
+
+    The trainer's other defaults are :class:`TrainingConfig`'s (Sentence-BERT's 10% warm-up and weight decay 0.01);
+    the methods of the SimCSE family set SimCSE's (no warm-up, no weight decay: ``methods/syncse.py``).
     """
 
     batch_size: int = 1024
@@ -118,14 +130,15 @@ class ContrastiveConfig(TrainingConfig):
     negative_label: str = "contradiction"
     prompt: bool = True
     loss: str = "infonce"
-    guide: str = "minilm-l6"
+    guide: str = "unsup-simcse"
+    guide_threshold: float = 0.95
     nli_file: str | None = None
     nli_epochs: float = 3.0
     nli_batch_size: int = 512
 
 
 @TRAINERS.register("contrastive")
-class ContrastiveTrainer(Trainer):
+class ContrastiveTrainer(Trainer, FitsOnData):
     """InfoNCE with in-batch negatives and the contradiction as hard negative, per-triplet weights.
 
     Model selection is on the human STS benchmark dev pairs (``selection_data``), as GenSE selects.
@@ -149,28 +162,86 @@ class ContrastiveTrainer(Trainer):
 
             path = Path(self.config.nli_file)
             out["nli_file_fingerprint"] = file_key(path) if path.is_file() else None  # the file's bytes, not its path
+        if self.guided and self.config.guide == TRAINED_GUIDE:
+            from dsgen.training.guide import UNSUP_SIMCSE
+
+            out["guide_recipe"] = dict(UNSUP_SIMCSE)  # what the trained guide depends on besides encoder and data
         return out
 
-    def models(self, plan: Any) -> list[str]:
-        return [self.config.guide] if self.config.loss == "gist" else []
+    @property
+    def guided(self) -> bool:
+        return self.config.loss in ("multicsr", "gist")
 
-    def loss(self, model: Any, triplets: list[Triplet], seed: int) -> Any:
-        """The contrastive loss: weighted InfoNCE, or GIST's guided one (see ``ContrastiveConfig.loss``)."""
+    def models(self, plan: Any) -> list[str]:
+        """A named guide (its fingerprint enters the run key); a trained one is a function of the encoder, the data
+        and its recipe (:meth:`get_config_dict`), which the key holds already."""
+        return [self.config.guide] if self.guided and self.config.guide != TRAINED_GUIDE else []
+
+    def data_fit(self) -> Any:
+        """The trained guide (``guide = "unsup-simcse"`` with a guided loss) as a data-level fit
+        (:mod:`dsgen.data.fits`): unsupervised SimCSE from the run's encoder on the method's input sentences, seeded
+        with the data seed, made once per dataset and shared by every run that reads it; None otherwise."""
         cfg = self.config
+        if not self.guided or cfg.guide != TRAINED_GUIDE:
+            return None
+        from dsgen.data.fits import DataFit
+        from dsgen.training.guide import GUIDE_KIND, GUIDE_VERSION, UNSUP_SIMCSE
+
+        settings = {"encoder": cfg.encoder, "recipe": dict(UNSUP_SIMCSE), "template": GENSE_PROMPT if cfg.prompt else None}
+        return DataFit(GUIDE_KIND, settings, ("inputs",), self._fit_guide, self._load_guide, models=(cfg.encoder,),
+                       version=GUIDE_VERSION)
+
+    def _fit_guide(self, data: Any, folder: Path) -> dict[str, Any]:
+        from dsgen.training.guide import save_guide, train_simcse_guide
+
+        if not data.inputs:
+            raise DsgenError("the trained guide (unsup-simcse) reads the method's input sentences, and this run has "
+                             "none (its x1 is generated): name a guide encoder")
+        model, log = train_simcse_guide(self.config.encoder, [self.template(x) for x in data.inputs], data.device,
+                                        data.progress, seed=data.seed)
+        save_guide(model, folder)
+        return {"guide": TRAINED_GUIDE, **{k: log.get(k) for k in GUIDE_LOG}}
+
+    def _load_guide(self, folder: Path, info: dict[str, Any]) -> Any:
+        from dsgen.training.guide import load_guide
+
+        return load_guide(folder, self.config.device)
+
+    def guide(self, train: list[Pair], seed: int, progress: bool) -> tuple[Any, dict[str, Any]]:
+        """The guide encoder and what to log of it: the trained guide the engine made for this run's data
+        (:meth:`data_fit`; used alone, outside a run, fitted here on the anchors of ``train``), or a named encoder."""
+        cfg = self.config
+        if cfg.guide == TRAINED_GUIDE:
+            from dsgen.data.fits import FitData
+
+            fitted = self.fitted or self.fit_alone(FitData(seed=seed, inputs=list(dict.fromkeys(p.text_a for p in train)),
+                                                           device=cfg.device, progress=progress))
+            return fitted.value, {**fitted.info, "key": fitted.key or None}
+        from dsgen.encoders import load_encoder
+
+        return load_encoder(cfg.guide, cfg.device, seed=seed), {"guide": cfg.guide}
+
+    def loss(self, model: Any, triplets: list[Triplet], seed: int, guide: Any = None) -> Any:
+        """The contrastive loss: weighted InfoNCE, MultiCSR's guided loss, or GIST's (see ``ContrastiveConfig.loss``);
+        the guided ones take the ``guide`` encoder."""
+        cfg = self.config
+        if cfg.loss not in LOSSES:
+            raise DsgenError(f"contrastive loss must be one of {', '.join(LOSSES)} (got '{cfg.loss}')")
         if cfg.loss == "infonce":
             from dsgen.training.losses import WeightedCachedMultipleNegativesRankingLoss
 
             return WeightedCachedMultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature,
                                                               mini_batch_size=cfg.mini_batch_size)
-        if cfg.loss != "gist":
-            raise DsgenError(f"contrastive loss must be infonce or gist (got '{cfg.loss}')")
+        if guide is None:
+            raise ValueError(f"the {cfg.loss} loss needs its guide encoder")
+        if cfg.loss == "multicsr":
+            from dsgen.training.losses import MultiCSRGuidedLoss
+
+            return MultiCSRGuidedLoss(model, guide, temperature=cfg.temperature, threshold=cfg.guide_threshold)
         if any(t.weight not in (0.0, 1.0) for t in triplets):
             raise DsgenError("the gist loss is unweighted: a reweighter may only keep (1) or drop (0) pairs for it")
         from sentence_transformers.sentence_transformer.losses import CachedGISTEmbedLoss
 
-        from dsgen.encoders import load_encoder
-
-        guide = load_encoder(cfg.guide, cfg.device, seed=seed)
         return CachedGISTEmbedLoss(model, guide, temperature=cfg.temperature, mini_batch_size=cfg.mini_batch_size,
                                    contrast_anchors=False, contrast_positives=False)
 
@@ -191,12 +262,18 @@ class ContrastiveTrainer(Trainer):
             raise DsgenError(f"no complete ({cfg.positive_label}, {cfg.negative_label}) triplet to train on; "
                              "use more inputs or a looser filter")
         nli = read_nli_triplets(cfg.nli_file) if cfg.nli_file else None
+        guide, guide_log = (None, {})
+        if self.guided:
+            guide, guide_log = self.guide(train, seed, progress)
         model = load_trainable_encoder(cfg, seed)
-        loss = self.loss(model, triplets, seed)
-        evaluator, metric = selection_evaluator(cfg, [], self.template) if cfg.selection_data else (None, None)
+        loss = self.loss(model, triplets, seed, guide)
+        evaluator, metric = selection_evaluator(cfg, [], self.template)
         log = fit(model, self._dataset(triplets), loss, cfg, seed, evaluator, metric, no_duplicates=True, progress=progress,
                   unit="triplets")
         log.update(triplets=len(triplets), text_template=GENSE_PROMPT if cfg.prompt else None)
+        if guide_log:
+            masked = getattr(loss, "masked_fraction", [])
+            log["guide"] = {**guide_log, "masked_share": round(sum(masked) / len(masked), 4) if masked else None}
         if nli is not None:
             stage = cfg.replace(epochs=cfg.nli_epochs, batch_size=cfg.nli_batch_size)
             log["nli_stage"] = {"file": cfg.nli_file, "triplets": len(nli),
