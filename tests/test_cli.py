@@ -313,7 +313,7 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
 def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_data_dir):
     env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
     out = tmp_path / "runs"
-    res = dsgen("curve", "dino", "base", "--preset", str(tiny_preset), "--sizes", "4,8", "--seeds", "1,2",
+    res = dsgen("curve", "dino", "base", "--preset", str(tiny_preset), "--sizes", "8,12", "--seeds", "1,2",
                 "--out", str(out), "--quiet", env=env)
     assert res.returncode == 0, res.stderr
     folder = out / "tables" / "tiny"
@@ -322,10 +322,10 @@ def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_
     import pandas as pd
 
     frame = pd.read_csv(folder / "curve-dino-base.csv")
-    assert sorted(set(frame["inputs"])) == [4, 8] and set(frame["method"]) == {"dino", "base"}
+    assert sorted(set(frame["inputs"])) == [8, 12] and set(frame["method"]) == {"dino", "base"}
     dino = frame[frame["method"] == "dino"].set_index("inputs")
-    assert dino.loc[8, "train_pairs"] > dino.loc[4, "train_pairs"] and (dino["runs"] == 2).all()
-    assert (out / "results" / "tiny-4").is_dir() and (out / "results" / "tiny-8").is_dir()
+    assert dino.loc[12, "train_pairs"] > dino.loc[8, "train_pairs"] and (dino["runs"] == 2).all()
+    assert (out / "results" / "tiny-8").is_dir() and (out / "results" / "tiny-12").is_dir()
     bad = dsgen("curve", "dino", "--preset", str(tiny_preset), "--sizes", "0", "--out", str(tmp_path / "x"), env=env)
     assert bad.returncode == 2 and "--sizes" in bad.stderr and not (tmp_path / "x").exists()
 

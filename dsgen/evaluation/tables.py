@@ -339,7 +339,7 @@ def curve_markdown(points: list[Any], header: dict[str, Any], command: str = "")
     for p in points:
         iv = p.interval
         if iv is None:
-            cell = f"failed: no score ({len(p.failed)} runs failed)"
+            cell = f"failed: no score ({len(p.failed)} run{'' if len(p.failed) == 1 else 's'} failed)"
         else:
             cell = f"{iv.point:.2f}" + (f" [{iv.low:.2f}, {iv.high:.2f}]" if iv.low is not None else "")
         rows.append({"inputs": p.size, "method": p.method, "avg. [95% CI]": cell, "runs": p.runs,
