@@ -55,7 +55,7 @@ def build_tiny_lm(seed: int = 0, extra_vocab: int = 0, arch: str = "llama", **co
     torch.manual_seed(seed)
     common = dict(vocab_size=len(tok) + extra_vocab, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     if arch == "gpt2":
-        cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=256, **common, **config)
+        cfg = GPT2Config(**{"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256, **common, **config})
         return GPT2LMHeadModel(cfg).eval(), tok
     sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, max_position_embeddings=256)

@@ -294,12 +294,18 @@ class OutputRules:
 
 
 def check_fits_window(model: Any, longest_prompt: int, max_new_tokens: int) -> None:
-    """A sliding-window model attends to all of a row only while the row fits its window; refuse otherwise."""
-    window = sliding_window(model)
-    if window is not None and longest_prompt + max_new_tokens > window - 1:
-        raise DsgenError(f"a prompt of {longest_prompt} tokens plus {max_new_tokens} new tokens does not fit the model's "
-                         f"sliding attention window of {window}; use shorter prompts or --max-new-tokens "
-                         f"{max(1, window - 1 - longest_prompt)}")
+    """A row must fit what the model can attend to: a sliding-window model's window (it attends to all of a row only
+    inside it) and a model's learned absolute positions (GPT-2's ``n_positions``: a longer row has no embedding and
+    would crash inside the forward); refuse otherwise, in one line."""
+    limits = [(sliding_window(model), "sliding attention window")]
+    cfg = getattr(model, "config", None)
+    cfg = getattr(cfg, "text_config", None) or cfg
+    limits.append((getattr(cfg, "n_positions", None), "learned positions"))
+    for limit, what in limits:
+        if limit and longest_prompt + max_new_tokens > limit - 1:
+            raise DsgenError(f"a prompt of {longest_prompt} tokens plus {max_new_tokens} new tokens does not fit the "
+                             f"model's {what} ({limit}); use shorter prompts or --max-new-tokens "
+                             f"{max(1, limit - 1 - longest_prompt)}")
 
 
 @dataclass

@@ -280,11 +280,22 @@ def test_sliding_window_model_works_inside_its_window_and_refuses_beyond():
         results = dec.decode(reqs, seed=4)
         assert check_rederived(model, tok, reqs, results, sampling, dec.blocked_ids()) >= 5
     too_long = DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=20), max_rows=3)
-    with pytest.raises(DsgenError, match="sliding attention window of 40") as err:
+    with pytest.raises(DsgenError, match=r"sliding attention window \(40\)") as err:
         too_long.decode(reqs, seed=4)
     assert "\n" not in str(err.value)
     with pytest.raises(DsgenError, match="sliding attention window"):
         reference_decode(model, tok, reqs, SamplingConfig(max_new_tokens=20), seed=4)
+
+
+def test_a_row_beyond_a_models_learned_positions_is_refused_in_one_line_not_crashed():
+    """GPT-2 has no embedding past n_positions: a prompt and its output that do not fit are refused before decoding
+    (an IndexError deep in the forward before)."""
+    model, tok = build_tiny_lm(seed=1, arch="gpt2", n_positions=128)
+    reqs = [DecodeRequest('A much longer prompt "', (), 1)]
+    assert DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=8), max_rows=2).decode(reqs, seed=0)
+    with pytest.raises(DsgenError, match=r"learned positions \(128\)") as err:
+        DebiasedDecoder(model, tok, SamplingConfig(max_new_tokens=120), max_rows=2).decode(reqs, seed=0)
+    assert "\n" not in str(err.value)
 
 
 def test_end_of_text_ends_the_group_unless_suppressed_and_every_declared_id_is_suppressed():
