@@ -118,6 +118,12 @@ def check_preset_keys(preset: Preset) -> None:
                 "postprocess": {"postprocess": PostprocessConfig},
                 "training": {n: TRAINERS.get(n).config_class for n in TRAINERS.names()},
                 "reweighting": {n: REWEIGHTERS.get(n).config_class for n in REWEIGHTERS.names()}}
+    if preset.methods:
+        from dsgen.method import METHODS
+
+        for name in preset.methods:
+            if name not in METHODS.names():
+                raise DsgenError(f"preset {preset.name}: [methods.{name}] names no method{did_you_mean(name, METHODS.names())}")
     for section, classes in sections.items():
         known = set().union(*(c.field_names() for c in classes.values()))
         for key, value in getattr(preset, section).items():
@@ -130,6 +136,34 @@ def check_preset_keys(preset: Preset) -> None:
             elif key not in known:
                 raise DsgenError(f"preset {preset.name}: unknown [{section}] setting '{key}'"
                                  f"{did_you_mean(key, list(known) + list(classes))}")
+
+
+METHOD_SECTIONS = ("generation", "labelling", "reweighting", "training")
+
+
+def check_method_keys(preset: Preset, method: Method, own: dict[str, dict[str, Any]]) -> None:
+    """The preset's settings for one method (``[methods.<name>.<section>]``) must name settings of that method's
+    stages: a typo is said, not ignored."""
+    from dsgen.generation import GENERATORS
+    from dsgen.labelling import LABELLERS
+    from dsgen.reweighting.base import REWEIGHTERS
+    from dsgen.training.base import TRAINERS
+
+    stages = {"generation": (GENERATORS, method.generator), "labelling": (LABELLERS, method.labeller),
+              "reweighting": (REWEIGHTERS, method.reweighter), "training": (TRAINERS, method.trainer)}
+    for section, values in own.items():
+        if section not in stages:
+            raise DsgenError(f"preset {preset.name}: [methods.{method.name}] has no section '{section}' (sections: "
+                             f"{', '.join(METHOD_SECTIONS)})")
+        registry, name = stages[section]
+        if name is None:
+            raise DsgenError(f"preset {preset.name}: [methods.{method.name}.{section}] is set, but method '{method.name}' "
+                             f"has no {section} stage")
+        known = registry.get(name).config_class.field_names()
+        for key in values:
+            if key not in known:
+                raise DsgenError(f"preset {preset.name}: unknown [methods.{method.name}.{section}] setting '{key}'"
+                                 f"{did_you_mean(key, known)}")
 
 
 @dataclass
@@ -268,15 +302,25 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         data_seed = single[0] if single else None
     plan = RunPlan(method, preset, seed, ov, data_seed)
     data_seed_layer = ("data seed", data_seed) if data_seed is not None else ("seed", seed)
+    # the preset's settings for this method alone ([methods.<name>.<section>]: a paper's per-method scale)
+    own = {section: dict(values) for section, values in preset.methods.get(method.name, {}).items()}
+    check_method_keys(preset, method, own)
     if method.generator:
         from dsgen.generation import GENERATORS
 
         cls = GENERATORS.get(method.generator).config_class
-        api = ov.api_model is not None and method.generator == "debiased"  # --generator openai:<model>
+        own_generation = own.get("generation", {})
+        preset_api = str(own_generation.get("generator", ""))  # [methods.<name>.generation] generator = "openai:<model>"
+        preset_api = preset_api[len(Overrides.API_PREFIX):] if preset_api.startswith(Overrides.API_PREFIX) else None
+        if preset_api is not None:
+            own_generation.pop("generator")
+        api_model = ov.api_model if ov.generator else preset_api  # a --generator on the command line wins
+        api = api_model is not None and method.generator == "debiased"  # --generator openai:<model>
         plan.generator = "openai" if api else method.generator
 
-        def generation(extra_preset: dict[str, Any], recipe: dict[str, Any]) -> tuple[Any, dict[str, str]]:
-            layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
+        def generation(extra_preset: dict[str, Any], recipe: dict[str, Any],
+                       section: str = "generation") -> tuple[Any, dict[str, str]]:
+            layer = {**_known({**preset.generation, **extra_preset}, cls, method.generator), **own_generation}
             cfg, origins = resolve(cls, [("preset", layer), ("method", recipe),
                                          ("command line", ov.layer("generation", cls)),
                                          (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
@@ -285,11 +329,11 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
             # the method's settings for the core, as the API generator's (a method needing self-debiasing is refused)
             api_cls = GENERATORS.get("openai")
             settings, notes = api_cls.adapt(cfg, f"method '{method.name}'")
-            plan.notes["x1_generation" if extra_preset else "generation"] = notes
-            own = preset.generation.get("openai") if isinstance(preset.generation.get("openai"), dict) else {}
+            plan.notes[section] = notes
+            openai = preset.generation.get("openai") if isinstance(preset.generation.get("openai"), dict) else {}
             acfg, aorigins = resolve(api_cls.config_class, [
-                ("method", settings), ("preset", own),
-                ("command line", {"model": ov.api_model, "base_url": ov.base_url})])
+                ("method", settings), ("preset", {**openai, "model": preset_api}),
+                ("command line", {"model": ov.api_model if ov.generator else None, "base_url": ov.base_url})])
             renamed = {ours: f"sampling.{theirs}" for theirs, ours in api_cls.SAMPLING.items()}
             for key in aorigins:
                 if aorigins[key] == "method":
@@ -297,9 +341,14 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
             return acfg, aorigins
 
         plan.generation, plan.origins["generation"] = generation({}, method.generation)
+        if "entries_per_label" in cls.field_names() and not GENERATORS.get(method.generator)(plan.generation).needs_inputs():
+            # a method that writes its x1 in the same call (E5's S1) makes as many as the preset gives every method
+            # that writes its x1 (x1_entries_per_label per label, as dino-x1x2 and syncse-scratch)
+            plan.generation, plan.origins["generation"] = generation(
+                {"entries_per_label": preset.x1_entries_per_label}, method.generation)
         if method.x1_generation is not None:
             plan.x1_generation, plan.origins["x1_generation"] = generation(
-                {"entries_per_label": preset.x1_entries_per_label}, method.x1_generation)
+                {"entries_per_label": preset.x1_entries_per_label}, method.x1_generation, "x1_generation")
         if method.postprocess is not None:
             plan.postprocess, plan.origins["postprocess"] = resolve(PostprocessConfig, [
                 ("method", method.postprocess), ("preset", preset.postprocess), ("seed", {"seed": seed})])
@@ -309,7 +358,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         """A labeller or reweighter from the preset's section, the method's settings and the command line."""
         cls = registry.get(name)
         cfg, origins = resolve(cls.config_class, [
-            ("preset", _known(preset_section, cls.config_class, name)), ("method", method_config),
+            ("preset", {**_known(preset_section, cls.config_class, name), **own.get(section, {})}),
+            ("method", method_config),
             ("command line", ov.layer(section, cls.config_class))])
         return cls(cfg), origins
 
@@ -330,7 +380,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     if method.trainer:
         cls = TRAINERS.get(method.trainer)
         cfg, plan.origins["trainer"] = resolve(cls.config_class, [
-            ("preset", _known(preset.training, cls.config_class, method.trainer)), ("method", method.trainer_config),
+            ("preset", {**_known(preset.training, cls.config_class, method.trainer), **own.get("training", {})}),
+            ("method", method.trainer_config),
             ("command line", ov.layer("training", cls.config_class))])
         plan.trainer = cls(cfg)
         plan.encoder = cfg.encoder

@@ -47,6 +47,10 @@ class Preset(Config):
             the labeller's and the reweighter's configs that set scale (model, batch size, device).
         postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,
             over the method's own (for controls such as ``shuffle_labels``).
+        methods: settings for one method alone, ``[methods.<name>.<section>]`` with the sections generation,
+            labelling, reweighting and training, over the preset's sections and under the method's own settings
+            (the ``paper`` preset's per-method scale: each later method's encoder, batch and generator, where
+            ``generator = "openai:<model>"`` asks an OpenAI-compatible endpoint, as ``--generator`` does).
     """
 
     name: str = ""
@@ -66,6 +70,7 @@ class Preset(Config):
     labelling: dict[str, Any] = field(default_factory=dict)
     reweighting: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
+    methods: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def runs(self, seeds: list[int] | None = None, data_seeds: list[int] | None = None) -> list[tuple[int, int]]:
         """The (data seed, training seed) runs: every data seed with every training seed, or (s, s)
