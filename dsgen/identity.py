@@ -21,6 +21,7 @@ file, task spec or human-source file is a new key even at the same path.
 | an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
 | process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
 | data-level fit (RISE's SDI classifier, a guide encoder), ``cache/fits/`` | :func:`data_fit_key` | its kind and version, the stage's settings it depends on, the keys of what it reads (the dataset's key and filters, the inputs' or the source's texts), its models' fingerprints, the data seed |
+| an evaluation's tokenised batches in this process | :func:`tokens_key` | how the encoder turns text into inputs (its tokenizer's serialised state and settings), the texts' key, the batch shape |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so
 ``100`` and ``100.0`` give one key. Model fingerprints come from :func:`dsgen.models.model_fingerprint`
@@ -219,3 +220,10 @@ def data_fit_key(kind: str, version: int, settings: dict[str, Any], reads: dict[
     return stable_hash({"kind": kind, "version": version, "settings": settings, "reads": reads, "models": models,
                         "seed": seed})
 
+
+def tokens_key(preprocessing: dict[str, Any], texts: str | None, batching: dict[str, Any]) -> str:
+    """Keys a process-local cache of an evaluation's tokenised batches (:mod:`dsgen.evaluation.evaluator`):
+    how the encoder turns text into model inputs (its tokenizer's serialised state, padding and truncation
+    settings, maximum length), the texts' key (:func:`texts_key`) and the batch shape, so that every run of a
+    comparison, whose encoders are trained copies with one tokenizer, tokenises the test sets once."""
+    return stable_hash({"preprocessing": preprocessing, "texts": texts, "batching": batching})

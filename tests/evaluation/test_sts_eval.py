@@ -171,3 +171,149 @@ def test_bfloat16_evaluation_is_close_and_leaves_the_model_float32(sts_data_dir,
     assert half.tasks["sts16"].spearman != full.tasks["sts16"].spearman  # it did encode in bfloat16
     with pytest.raises(DsgenError, match="unknown dtype"):
         StsEvaluator(["sts16"], sts_data_dir, dtype="float8")
+
+
+# -- the evaluator's encoding: tokenised once per tokenizer, the module pipeline called on the batches ------------
+
+
+class EncodeOnly:
+    """The reference path: a sentence-transformers model reached only through ``encode`` (and its tokenizer,
+    for the batches), as the evaluator encoded every batch before the token cache (88cfe5f)."""
+
+    def __init__(self, model):
+        self.model, self.tokenizer, self.max_seq_length = model, model.tokenizer, model.max_seq_length
+
+    def encode(self, *args, **kwargs):
+        return self.model.encode(*args, **kwargs)
+
+    def to(self, dtype):
+        return EncodeOnly(self.model.to(dtype))
+
+
+def raw_lm_encoder(tiny_lm_dir, sts_data_dir):
+    """The cpu preset's kind of encoder on a tiny random Llama: its first layers, mean pooled, standardised."""
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    with using_data_dir(sts_data_dir):
+        return load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean&token_norm=1&standardize=1", "cpu")
+
+
+def assert_same_scores(got, ref, dtype):
+    tol = 1e-6 if dtype == "float32" else 0.02  # bfloat16 keeps 3 significant digits
+    for task, score in ref.tasks.items():
+        for field in ("spearman", "pearson", "euclidean_spearman", "manhattan_spearman"):
+            assert getattr(got.tasks[task], field) == pytest.approx(getattr(score, field), abs=tol), (task, field)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kind", ["raw-lm", "bert"])
+def test_pretokenised_batches_score_as_encode_does(kind, dtype, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    """The evaluator feeds cached, pre-tokenised batches to the module pipeline; every task's scores equal
+    those of ``encode`` on the same batches (the reference path) to the dtype's precision, and the naive
+    per-task loop's to batch-shape rounding."""
+    from sentence_transformers import SentenceTransformer
+
+    model = raw_lm_encoder(tiny_lm_dir, sts_data_dir) if kind == "raw-lm" else SentenceTransformer(str(tiny_encoder_dir), device="cpu")
+    tasks = ["sts16", "stsb"]
+    got = StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(model)
+    assert_same_scores(got, StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(EncodeOnly(model)), dtype)
+    naive = StsEvaluator(tasks, sts_data_dir, dtype=dtype, dedup=False).evaluate(model)
+    for task in tasks:
+        assert got.tasks[task].spearman == pytest.approx(naive.tasks[task].spearman, abs=1e-3 if dtype == "float32" else 0.05)
+
+
+def test_every_run_of_a_comparison_tokenises_the_test_sets_once(tiny_lm_dir, sts_data_dir):
+    """A comparison evaluates freshly trained copies of one encoder: only the first is tokenised (the
+    later ones, in float32 or as bfloat16 copies, never call the tokenizer), the cached batches are
+    left as they were, and each copy's scores are its own (its reference path's), not the first's.
+    An encoder that tokenises otherwise (a shorter maximum length) is a new key."""
+    from unittest import mock
+
+    import torch
+
+    from dsgen.benchmarks.evaluation import retrained_copy
+    from dsgen.evaluation.evaluator import _TOKENS, token_plan
+
+    _TOKENS.clear()  # the process-wide cache holds earlier tests' plans (and drops the oldest at its size)
+    first = raw_lm_encoder(tiny_lm_dir, sts_data_dir)
+    tasks = ["sts16"]
+    ev, half = StsEvaluator(tasks, sts_data_dir), StsEvaluator(tasks, sts_data_dir, dtype="bfloat16")
+    first_scores = ev.evaluate(first)
+    plan = token_plan(first, ev.distinct_sentences())
+    snapshot = [{k: v.clone() for k, v in f.items() if isinstance(v, torch.Tensor)} for f in plan.features]
+
+    def no_tokenising(*args, **kwargs):
+        raise AssertionError("tokenised again")
+
+    for seed in (1, 2):
+        later = retrained_copy(first, seed, scale=0.05)
+        reference = StsEvaluator(tasks, sts_data_dir).evaluate(EncodeOnly(later))
+        later.preprocess = no_tokenising
+        with mock.patch.object(type(later.tokenizer), "__call__", no_tokenising):
+            got = ev.evaluate(later)
+            half.evaluate(later)  # the bfloat16 copy has the same tokenizer: the same batches
+        assert_same_scores(got, reference, "float32")
+        assert got.tasks["sts16"].spearman != pytest.approx(first_scores.tasks["sts16"].spearman, abs=1e-4)
+    assert token_plan(first, ev.distinct_sentences()) is plan
+    for cached, before in zip(plan.features, snapshot):
+        assert all(torch.equal(cached[k], v) for k, v in before.items())
+    shorter = retrained_copy(first, 3, scale=0.05)
+    shorter.max_seq_length = 8
+    keys = len(_TOKENS)
+    cut = ev.evaluate(shorter)
+    assert len(_TOKENS) == keys + 1 and token_plan(shorter, ev.distinct_sentences()) is not plan
+    assert_same_scores(cut, StsEvaluator(tasks, sts_data_dir).evaluate(EncodeOnly(shorter)), "float32")
+
+
+def test_batches_run_side_by_side_one_thread_each_and_the_thread_count_is_restored(tiny_lm_dir, sts_data_dir):
+    """On a CPU the batches run one per intra-op thread, each op single-threaded (an op split across
+    threads waits for the slowest at every step, which on a shared 2-core CPU made the bfloat16 encoding
+    4x slower); the process's thread count is restored, and the embeddings equal one batch at a time."""
+    import torch
+
+    from dsgen.evaluation.evaluator import encode_features, token_plan
+
+    model = raw_lm_encoder(tiny_lm_dir, sts_data_dir)
+    seen = []
+    model[0].register_forward_hook(lambda *args: seen.append(torch.get_num_threads()))
+    plan = token_plan(model, StsEvaluator(["sts16"], sts_data_dir).distinct_sentences(), token_budget=256)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        side_by_side = encode_features(model, plan.features)
+        assert torch.get_num_threads() == 2 and seen and set(seen) == {1}
+        torch.set_num_threads(1)
+        one_at_a_time = encode_features(model, plan.features)
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(side_by_side, one_at_a_time))
+
+
+def test_an_encoder_with_a_tokenizer_but_no_pipeline_is_encoded_per_batch(sts_data_dir):
+    """An object with ``encode`` and a tokenizer but no module pipeline gets the length buckets through ``encode``."""
+    from transformers import AutoTokenizer
+
+    from dsgen.models import encoder_path
+
+    enc = MockEncoder()
+    enc.tokenizer, enc.max_seq_length = AutoTokenizer.from_pretrained(encoder_path("minilm-l6")), 128
+    got = StsEvaluator(["sts16"], sts_data_dir, token_budget=1024).evaluate(enc)
+    assert enc.calls > 1
+    ref = StsEvaluator(["sts16"], sts_data_dir).evaluate(MockEncoder())
+    assert got.tasks["sts16"].spearman == pytest.approx(ref.tasks["sts16"].spearman, abs=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_smollm2_l4_scores_as_encode_does(dtype, sts_data_dir):
+    """The cpu preset's encoder: the evaluator's scores equal ``encode`` on the same batches (the path before
+    the token cache) to the dtype's precision, on three tasks."""
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    with using_data_dir(sts_data_dir):
+        model = load_encoder("smollm2-l4", "cpu")
+    tasks = ["sts16", "stsb", "sickr-test"]
+    got = StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(model)
+    assert_same_scores(got, StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(EncodeOnly(model)), dtype)
