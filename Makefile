@@ -51,10 +51,18 @@ test-avx2: $(VENV)/.installed-dev
 regress: install
 	$(DSGEN) regress --preset smoke
 
-# The papers' claims on the raw-encoder CPU preset (every method, 3 data seeds x 3 training seeds), published to results/cpu/
-claims: install
-	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random gense gense-no-filter human base --preset cpu --out runs/cpu --publish results
-	$(DSGEN) claims --preset cpu --out runs/cpu --publish results
+# Ray (the `ray` scheduler of compare/claims/curve/run, and `dsgen generate --backend ray`).
+$(VENV)/.installed-ray: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[models,ray]'
+	touch $@
+
+# The papers' claims on the raw-encoder CPU preset (every method, 3 data seeds x 3 training seeds), published to results/cpu/.
+# With RAY_ADDRESS=auto|HOST:PORT the comparison's tasks fan out over that Ray cluster (README "Comparisons on a Ray
+# cluster"); CPUS_PER_WORKER sets each task's CPUs and threads (default 2, as the local run computes).
+RAY_OPTS = $(if $(RAY_ADDRESS),--backend ray --address $(RAY_ADDRESS)) $(if $(CPUS_PER_WORKER),--cpus-per-worker $(CPUS_PER_WORKER))
+claims: install $(if $(RAY_ADDRESS),$(VENV)/.installed-ray)
+	$(DSGEN) compare dino dino-x1x2 dino-decay0 dino-decay200 dino-no-smoothing dino-no-augmentation rise rise-filter rise-random gense gense-no-filter human base --preset cpu --out runs/cpu --publish results $(RAY_OPTS)
+	$(DSGEN) claims --preset cpu --out runs/cpu --publish results $(RAY_OPTS)
 
 bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json

@@ -50,6 +50,13 @@ AddressOpt = Annotated[Optional[str], typer.Option(help="Ray cluster: auto or HO
 WorkersOpt = Annotated[Optional[int], typer.Option(help="Ray actors (default: 1 per GPU with --device cuda, else 2).")]
 CpusPerWorkerOpt = Annotated[Optional[int], typer.Option(
     help="CPUs (threads) per Ray actor (default: as many as the nodes can give every actor).")]
+# the same options of the commands that run methods, where --backend ray fans the comparison's tasks out
+SchedulerOpt = Annotated[str, typer.Option(help="Where the comparison's tasks run: local (in order, in this process) or "
+                                                "ray (Ray tasks on a cluster's nodes; pip install 'dsgen\\[ray]').")]
+TaskWorkersOpt = Annotated[Optional[int], typer.Option(help="Ray: most tasks at once (default: as many as the live "
+                                                            "nodes hold).")]
+TaskCpusOpt = Annotated[Optional[int], typer.Option(help="Threads each task computes with (training's results depend on "
+                                                         "it), and on Ray the CPUs it reserves (default 2).")]
 
 
 @dataclass
@@ -79,17 +86,52 @@ class RunOptions:
         return _overrides(self.generator, self.encoder, self.device, self.preprocess, self.base_url)
 
     def prepare(self, methods: list[str], overrides: Any) -> tuple[Any, list[tuple[int, int]], Any]:
-        """:func:`_prepare` with these options: (preset, runs, runner)."""
+        """:func:`_prepare` with these options: (preset, runs, runner); the scheduler is checked first."""
+        from dsgen.scheduling.base import DEFAULT_THREADS
+
+        self.scheduler()
         return _prepare(methods, self.preset, self.seeds, self.out, self.data_dir, self.quiet, overrides,
-                        backend=_backend(self.backend, self.address, self.workers, self.device, self.cpus_per_worker),
-                        data_seeds=self.data_seeds, save_models=self.save_model)
+                        data_seeds=self.data_seeds, save_models=self.save_model,
+                        threads=self.cpus_per_worker or DEFAULT_THREADS)
+
+    def scheduler(self) -> Any:
+        """The scheduler ``--backend`` names (:mod:`dsgen.scheduling`; None: local); a one-line error for a bad choice."""
+        from dsgen.scheduling import SCHEDULERS
+
+        if self.backend not in SCHEDULERS:
+            raise DsgenError(SCHEDULERS.unknown_message(self.backend))
+        for name, value in (("--workers", self.workers), ("--cpus-per-worker", self.cpus_per_worker)):
+            if value is not None and value < 1:
+                raise DsgenError(f"{name} must be at least 1 (got {value})")
+        if self.backend == "local":
+            if self.address is not None or self.workers is not None:
+                raise DsgenError("--address and --workers need --backend ray")
+            return None
+        from dsgen.scheduling.ray_scheduler import RayScheduler
+
+        return RayScheduler(address=self.address, workers=self.workers, device=self.device,
+                            cpus_per_worker=self.cpus_per_worker)
+
+    def execute(self, groups: list[tuple[list[str], Any]], runs: list[tuple[int, int]], runner: Any, overrides: Any,
+                console: Any, failures: list[list] | None = None) -> list[dict[str, list[Any]]]:
+        """Run every (methods, preset) group as one graph on the scheduler ``--backend`` names (the failed runs of group
+        g go to ``failures[g]``); on Ray, one progress bar over the runs (done / running / failed, ETA) above the
+        per-run lines."""
+        from dsgen.runner import run_groups
+        from dsgen.scheduling.view import RunsView
+
+        scheduler = self.scheduler()
+        total = sum(len(methods) for methods, _ in groups) * len(runs)
+        with RunsView(console, total, enabled=scheduler is not None and not self.quiet) as view:
+            return run_groups(groups, runs, runner, overrides, on_result=_report(console), failures=failures,
+                              scheduler=scheduler, view=view)
 
 
 # each shared option's command-line declaration (its default is RunOptions')
 RUN_OPTIONS: dict[str, Any] = {
     "preset": PresetOpt, "seeds": SeedsOpt, "data_seeds": DataSeedsOpt, "generator": GeneratorOpt, "base_url": BaseUrlOpt,
     "encoder": EncoderOpt, "device": DeviceOpt, "preprocess": PreprocessOpt, "save_model": SaveModelOpt,
-    "backend": BackendOpt, "address": AddressOpt, "workers": WorkersOpt, "cpus_per_worker": CpusPerWorkerOpt,
+    "backend": SchedulerOpt, "address": AddressOpt, "workers": TaskWorkersOpt, "cpus_per_worker": TaskCpusOpt,
     "out": OutOpt, "publish": PublishOpt, "data_dir": DataDirOpt, "quiet": QuietOpt}
 
 
@@ -341,28 +383,73 @@ def bench_generation(
 
 @bench_app.command("eval")
 def bench_eval(
-    model: str = typer.Option("minilm-l6", help="Encoder."),
-    tasks: Optional[str] = typer.Option("mteb", help="Tasks (default: MTEB's seven)."),
+    model: str = typer.Option("minilm-l6", help="Encoder (the cpu preset's: smollm2-l4)."),
+    tasks: Optional[str] = typer.Option(
+        "mteb", help="Tasks (default: MTEB's seven; the cpu preset's: sts12,sts13,sts14,sts15,sts16,stsb,sickr-test)."),
     data_dir: DataDirOpt = None,
     batch_size: int = typer.Option(64, help="Batch size of the naive baseline."),
+    dtype: str = typer.Option("float32", help="Weights both encode with: float32 or bfloat16 (the cpu preset's, "
+                                              "where the CPU has native bfloat16)."),
+    rounds: int = typer.Option(1, help="Rounds of naive, first run and later runs, for the ratios' spread."),
+    later_runs: int = typer.Option(2, help="Later runs of a comparison per round (token cache warm, other weights)."),
+    threads: Optional[int] = typer.Option(None, help="torch's intra-op threads for the whole benchmark (default: torch's)."),
     token_budget: Optional[list[int]] = typer.Option(
         None, help="Further evaluator batch shapes to time, in padded tokens per batch; repeatable (default: 8192)."),
     json_out: Optional[Path] = typer.Option(None, "--json"),
 ) -> None:
-    """The evaluator (distinct sentences once, length-bucketed batches) vs naive per-task encoding: sentences/s, ratio, score agreement."""
+    """The evaluator (distinct sentences tokenised once, length-bucketed batches) vs naive per-task encoding: first and later runs of a comparison, ratios and their spread, score agreement."""
     from dsgen.artifacts import check_writable_target
     from dsgen.benchmarks.evaluation import run
     from dsgen.evaluation.tasks import parse_tasks
+    from dsgen.models import check_dtype
 
     parse_tasks(tasks)
-    if batch_size < 1:
-        raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
+    check_dtype(dtype)
+    if batch_size < 1 or rounds < 1 or later_runs < 0 or (threads is not None and threads < 1):
+        raise DsgenError("--batch-size, --rounds and --threads must be at least 1 and --later-runs non-negative")
     if token_budget and min(token_budget) < 1:
         raise DsgenError(f"--token-budget must be at least 1 (got {min(token_budget)})")
     if json_out:
         check_writable_target(json_out)
     run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out,
-        token_budgets=tuple(token_budget) if token_budget else None)
+        token_budgets=tuple(token_budget) if token_budget else None, dtype=dtype, rounds=rounds,
+        later_runs=later_runs, threads=threads)
+
+
+@bench_app.command("scheduling")
+def bench_scheduling(
+    preset: PresetOpt = "smoke",
+    methods: str = typer.Option("dino,dino-decay0,human,base", help="Comma-separated methods of the comparison."),
+    seeds: SeedsOpt = "1,2",
+    data_seeds: DataSeedsOpt = None,
+    nodes: int = typer.Option(2, help="Nodes of the local Ray cluster (a head without CPUs besides)."),
+    cpus: int = typer.Option(1, help="CPUs of each node, and of each task."),
+    out: Path = typer.Option(Path("runs/bench/scheduling"), help="Scratch folder (emptied first)."),
+    data_dir: DataDirOpt = None,
+    json_out: Optional[Path] = typer.Option(None, "--json"),
+) -> None:
+    """A comparison on the local scheduler vs a local Ray cluster of --nodes x --cpus: wall time, what scheduling adds per task, the cost model."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.scheduling import run
+    from dsgen.method import get_method
+    from dsgen.presets import load_preset, parse_seeds
+
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    for m in names:
+        get_method(m)
+    load_preset(preset)
+    parse_seeds(seeds, None)
+    parse_seeds(data_seeds, None, "--data-seeds")
+    if nodes < 1 or cpus < 1:
+        raise DsgenError("--nodes and --cpus must be at least 1")
+    from dsgen.generation.ray_backend import import_ray
+
+    import_ray()
+    check_writable_target(out)
+    if json_out:
+        check_writable_target(json_out)
+    run(preset=preset, methods=tuple(names), seeds=seeds, data_seeds=data_seeds, nodes=nodes, cpus=cpus, out=out,
+        data_dir=data_dir, json_out=json_out)
 
 
 # -- methods: plan, run, compare, regress, analyze, claims -------------------------------------
@@ -388,7 +475,8 @@ def _overrides(generator: Optional[str] = None, encoder: Optional[str] = None, d
 
 def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, data_dir: Optional[str],
              quiet: bool, overrides: Any, fresh: bool = False, backend: Any = None,
-             data_seeds: Optional[str] = None, save_models: bool = False) -> tuple[Any, list[tuple[int, int]], Any]:
+             data_seeds: Optional[str] = None, save_models: bool = False,
+             threads: Optional[int] = None) -> tuple[Any, list[tuple[int, int]], Any]:
     """Validate everything cheap before any long work (methods, preset, seeds, every plan, output
     folder), then make the runner (which creates ``out``). Returns (preset, runs, runner); a run is
     a (data seed, training seed) pair."""
@@ -409,7 +497,8 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
         for d, s in runs:
             plan_run(m, p, s, overrides, d)  # a bad setting fails here, before anything runs
     check_writable_target(out)
-    return p, runs, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend, save_models=save_models)
+    return p, runs, Runner(out, data_dir, progress=not quiet, fresh=fresh, backend=backend, save_models=save_models,
+                           threads=threads)
 
 
 def _report(console: Any) -> Any:
@@ -521,12 +610,11 @@ def run_cmd(
 ) -> None:
     """Generate (cached), train and evaluate one method; one result file per seed, then the table."""
     from dsgen.evaluation.tables import comparison_frame, to_rich
-    from dsgen.runner import run_many
 
     ov = opts.overrides()
     p, runs, runner = opts.prepare([method], ov)
     console = _console()
-    results = run_many([method], p, runs, runner, ov, on_result=_report(console))
+    results = opts.execute([([method], p)], runs, runner, ov, console)[0]
     console.print(to_rich(comparison_frame(results[method], p.tasks), title=f"{method}, preset {p.name}"))
     console.print(f"results under {runner.out / 'results' / p.name / method}")
 
@@ -542,14 +630,13 @@ def compare_cmd(
     """Run what is missing, reuse what is cached, and write one comparison table (Markdown, CSV, PNG) under --out."""
     from dsgen.evaluation.comparison import Comparison
     from dsgen.evaluation.tables import comparison_rich, write_comparison
-    from dsgen.runner import run_many
 
     names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by _prepare
     ov = opts.overrides()
     p, runs, runner = opts.prepare(names, ov)
     console = _console()
     failures: list = []
-    results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
+    results = opts.execute([(names, p)], runs, runner, ov, console, [failures])[0]
     _report_failures(console, failures)
     failed = {f.method for f in failures}
     done = [m for m in names if m in results and m not in failed and len(results[m]) == len(runs)]
@@ -581,7 +668,6 @@ def curve_cmd(
     from dsgen.evaluation.tables import curve_frame, tasks_text, to_rich, write_curve
     from dsgen.planning import plan_run
     from dsgen.presets import parse_seeds
-    from dsgen.runner import run_many
 
     counts = parse_seeds(sizes, None, "--sizes")
     if not counts or min(counts) < 1:
@@ -594,9 +680,9 @@ def curve_cmd(
             for d, s in runs:
                 plan_run(m, sized, s, ov, d)
     console = _console()
-    failures: dict[int, list] = {n: [] for n in at}
-    results = {n: run_many(methods, sized, runs, runner, ov, on_result=_report(console), failures=failures[n])
-               for n, sized in at.items()}
+    failures: dict[int, list] = {n: [] for n in at}  # every size's runs as one graph, fanned out together
+    results = dict(zip(at, opts.execute([(methods, sized) for sized in at.values()], runs, runner, ov, console,
+                                        [failures[n] for n in at])))
     every_failure = [f for n in at for f in failures[n]]
     _report_failures(console, every_failure)
     points = curve_points(results, failures)
@@ -713,7 +799,6 @@ def claims_cmd(
     from dsgen.claims import FOUNDING, claim_methods, judge_all, load_claims, load_figures, paper_files
     from dsgen.claims.report import claims_chart, claims_markdown, verdict_record
     from dsgen.models import describe_encoder
-    from dsgen.runner import run_many
 
     known = paper_files()
     chosen = [x.strip() for x in papers.split(",") if x.strip()] if papers else list(FOUNDING)
@@ -731,7 +816,7 @@ def claims_cmd(
     p, runs, runner = opts.prepare(names, ov)
     console = _console()
     failures: list = []
-    results = run_many(names, p, runs, runner, ov, on_result=_report(console), failures=failures)
+    results = opts.execute([(names, p)], runs, runner, ov, console, [failures])[0]
     _report_failures(console, failures)
     failed = {f.method for f in failures}
     scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs) and m not in failed}

@@ -28,6 +28,12 @@ taken with a non-zero learning rate and a weight update (:func:`dsgen.training.f
 rule for fresh and cached results); otherwise it raises :class:`RunFailed` like a run whose filter kept nothing.
 An unexpected exception inside a run (:class:`RunCrashed`) is recorded with its traceback under
 ``logs/<preset>/<method>/<variant>/<run>.log`` while :func:`run_many` goes on with the other runs.
+
+A comparison is a graph of these artefacts (datasets, data-level fits, run results), each made once by one
+task, executed by a scheduler (:mod:`dsgen.scheduling`: ``local``, in order in this process, or ``ray``). A
+driver's runner (``makes=()``) only plans and stores: :meth:`Runner.prepare` says what a run needs that is
+not on disk (a :class:`Missing` dataset or fit), the scheduler makes it, and a worker's runner makes each
+artefact in a folder of its own whose files the driver writes here.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ def result_path(out: Path, plan: RunPlan) -> Path:
     return Path(out) / "results" / plan.preset.name / plan.method.name / plan.variant / f"data-{data}-seed-{seed}.json"
 
 
+def run_label(plan: RunPlan) -> str:
+    """A run in words, as everywhere: ``data seed 1, training seed 2``."""
+    from dsgen.evaluation.tables import run_text
+
+    return run_text(plan.run)
+
+
 def log_path(out: Path, plan: RunPlan) -> Path:
     """Where the traceback of a run that crashed is written: ``logs/`` beside ``results/``, the same names."""
     return Path(out) / "logs" / result_path(out, plan).relative_to(Path(out) / "results").with_suffix(".log")
@@ -69,9 +82,78 @@ class RunFailed(DsgenError):
         super().__init__(f"{method} ({run_text((data_seed, seed))}): {message}")
         self.method, self.seed, self.reason, self.extra, self.data_seed = method, seed, message, extra, data_seed
 
+    def __reduce__(self) -> tuple[Any, ...]:  # travels from a Ray worker to the driver whole
+        return (type(self), (self.method, self.seed, self.reason, self.extra, self.data_seed))
+
     @property
     def run(self) -> tuple[int | None, int]:
         return (self.data_seed, self.seed)
+
+
+class KeyMismatch(DsgenError):
+    """A process (a Ray worker's node) computes another key for an artefact than the driver did: it reads other data
+    or models (its ``DSGEN_DATA_DIR``, its model cache), and so would make something else than asked."""
+
+
+@dataclass
+class DatasetNeed:
+    """A dataset a plan reads that is not made yet: what a scheduler makes once before the plans that read it go on.
+
+    Args:
+        generator / config / inputs: what makes it (:meth:`Runner.dataset`).
+        key: its key (:func:`dsgen.identity.dataset_key`).
+        path: where it lives, relative to the output folder.
+    """
+
+    generator: str
+    config: Any
+    inputs: list[str] | None
+    key: str
+    path: Path
+
+    kind = "dataset"
+
+
+@dataclass
+class FitNeed:
+    """A data-level fit a plan's stage needs that is not made yet (:mod:`dsgen.data.fits`).
+
+    Args:
+        plan: a plan whose stage declares it (any plan that reads the same data gives the same fit).
+        stage: which stage: ``labeller``, ``reweighter`` or ``trainer``.
+        fit_kind / key: the fit's kind and key (:func:`dsgen.identity.data_fit_key`).
+        path: its folder, relative to the output folder.
+    """
+
+    plan: RunPlan
+    stage: str
+    fit_kind: str
+    key: str
+    path: Path
+
+    kind = "fit"
+
+
+class Missing(Exception):
+    """Raised by a runner that does not make an artefact itself (a driver's, see ``Runner.makes``) when a plan reads
+    one that is not on disk; ``need`` says what to make."""
+
+    def __init__(self, need: DatasetNeed | FitNeed) -> None:
+        super().__init__(f"{need.kind} {need.key} is not made yet")
+        self.need = need
+
+
+@dataclass
+class Prepared:
+    """What a driver knows of a plan before running it (:meth:`Runner.prepare`): its run key, its cached result if
+    any, and otherwise the artefacts it reads (paths relative to the output folder) and those not made yet."""
+
+    plan: RunPlan
+    key: str
+    result: Result | None = None
+    needs: list[DatasetNeed | FitNeed] = field(default_factory=list)
+    datasets: dict[str, Path] = field(default_factory=dict)  # key -> path
+    fits: dict[str, Path] = field(default_factory=dict)  # key -> folder
 
 
 class RunCrashed(RunFailed):
@@ -82,6 +164,9 @@ class RunCrashed(RunFailed):
                  log: Path | None = None) -> None:
         super().__init__(method, seed, message, extra, data_seed)
         self.log = log
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.method, self.seed, self.reason, self.extra, self.data_seed, self.log))
 
 
 @dataclass
@@ -123,11 +208,24 @@ class Runner:
         backend: generation backend (:mod:`dsgen.generation.backends`); default: local.
         save_models: keep every trained encoder as a sentence-transformers folder with its model card
             beside its result (``<run>.model/``, :mod:`dsgen.export.model_folder`).
+        makes: the artefacts it makes itself when a plan reads one that is missing (``dataset``, ``fit``: the
+            local way); one it does not make raises :class:`Missing` (a driver, which hands it to a scheduler, makes
+            none; a Ray worker makes only what its task is for).
+        shown_out: the output folder that paths written into records name (a Ray worker's runner works in a
+            folder of its own whose files the driver writes under ``shown_out``); default ``out``.
+        threads: torch's threads for every task of a comparison (:mod:`dsgen.scheduling`), whichever scheduler
+            runs it: training's bits depend on the count (a tiny encoder trained on 1 and on 2 threads ends with
+            other weights), generation's and evaluation's do not. None: torch's own count (this process's).
     """
 
     def __init__(self, out: str | Path = "runs", data_dir: str | None = None, progress: bool = True,
-                 fresh: bool = False, backend: Any = None, save_models: bool = False) -> None:
+                 fresh: bool = False, backend: Any = None, save_models: bool = False,
+                 makes: tuple[str, ...] = ("dataset", "fit"), shown_out: str | Path | None = None,
+                 threads: int | None = None) -> None:
         self.out = ensure_writable_dir(Path(out))
+        self.threads = threads
+        self.shown_out = Path(shown_out) if shown_out is not None else self.out
+        self.makes = tuple(makes)
         self.save_models = save_models
         self.data_dir = data_dir
         self.progress = progress
@@ -137,6 +235,7 @@ class Runner:
         self._failed: dict[str, BaseException] = {}  # artefacts whose making failed here: every run that needs one fails so
         self._sources: dict[str, list[str]] = {}  # a reweighter's or fit's human source, read once per runner
         self._evaluators: dict[tuple[Any, ...], Any] = {}  # task pairs read once per runner
+        self._reads: dict[str, Path] | None = None  # while preparing: the datasets a plan reads (key -> path under out)
         self.judge = None  # dsgen.evaluation.quality.LabelJudge, loaded on first use
         self.context = GenerationContext(data_dir=data_dir, backend=backend, progress=progress)
 
@@ -235,18 +334,44 @@ class Runner:
 
         return GENERATORS.get(name).build(cfg, self.context)
 
-    def dataset(self, generator: str, cfg: Any, inputs: list[str] | None) -> tuple[list[Pair], str, dict[str, Any]]:
-        """Generate or reuse a dataset; returns (pairs, dataset key, its sidecar)."""
+    def dataset_stored(self, path: Path, key: str) -> bool:
+        """Whether the dataset of ``key`` is on disk at ``path``, whole (its sidecar, written last, names the key), and
+        usable by this runner (with ``fresh``: made by it)."""
+        meta = sidecar_path(path)
+        if self.fresh and key not in self._fresh_done:
+            return False
+        try:
+            return path.exists() and meta.exists() and read_json(meta).get("dataset_key") == key
+        except DsgenError:
+            return False
+
+    def dataset(self, generator: str, cfg: Any, inputs: list[str] | None,
+                expected: str | None = None) -> tuple[list[Pair], str, dict[str, Any]]:
+        """Generate or reuse a dataset; returns (pairs, dataset key, its sidecar). A runner that does not make datasets
+        (a driver) raises :class:`Missing` for one not on disk; ``expected``: the key the driver computed (else
+        :class:`KeyMismatch`)."""
         gen = self.generator(generator, cfg)
         key = gen.dataset_key(inputs)
+        if expected is not None and key != expected:
+            raise KeyMismatch(f"dataset {getattr(cfg, 'task', generator)}: this node computes key {key}, the driver "
+                              f"{expected}: its inputs, task spec or generator model differ from the driver's")
+        if key in self._failed:
+            raise self._failed[key]
         path = self.dataset_path(getattr(cfg, "task", generator), key)
-        meta = sidecar_path(path)
-        fresh = self.fresh and key not in self._fresh_done
-        if not fresh and path.exists() and meta.exists() and read_json(meta).get("dataset_key") == key:
+        if self._reads is not None:
+            self._reads[key] = path.relative_to(self.out)
+        if self.dataset_stored(path, key):
+            meta = sidecar_path(path)
             return read_pairs(path), key, read_json(meta)
-        pairs = gen.generate(inputs, path, progress=self.progress, resume=not fresh)
+        if "dataset" not in self.makes:
+            raise Missing(DatasetNeed(generator, cfg, inputs, key, path.relative_to(self.out)))
+        pairs = gen.generate(inputs, path, progress=self.progress, resume=not (self.fresh and key not in self._fresh_done))
         self._fresh_done.add(key)
-        return pairs, key, read_json(meta)
+        return pairs, key, read_json(sidecar_path(path))
+
+    def made(self, key: str) -> None:
+        """Record that the artefact of ``key`` was made for this runner (a fresh runner then reuses it)."""
+        self._fresh_done.add(key)
 
     def data_inputs(self, plan: RunPlan) -> DataInputs:
         """The inputs of ``plan``'s generation stages and the keys of the datasets they make (see
@@ -353,18 +478,28 @@ class Runner:
             out.source = self.source(plan)
         return out
 
-    def data_fit(self, stage: Any, plan: RunPlan, data: DataInputs) -> Any:
+    def fit_stored(self, kind: str, key: str) -> bool:
+        """Whether the fit of ``key`` is stored whole and usable by this runner (with ``fresh``: made by it)."""
+        return not (self.fresh and key not in self._fresh_done) and self.fits.complete(kind, key)
+
+    def data_fit(self, stage: Any, plan: RunPlan, data: DataInputs, expected: str | None = None) -> Any:
         """``stage``'s data-level fit for ``plan`` (a :class:`dsgen.data.fits.Fitted`), made here once per key when it
         is not stored (or, with ``fresh``, not yet made by this runner), else loaded; None when the stage declares
-        none. A fit that failed here fails every run that needs it the same way, without fitting again."""
+        none. A fit that failed here fails every run that needs it the same way, without fitting again. A runner that
+        does not make fits (a driver) raises :class:`Missing` instead; ``expected``: the key the driver computed."""
         fit = stage.data_fit() if hasattr(stage, "data_fit") else None
         if fit is None:
             return None
         key, record = self.fit_identity(fit, plan, data)
+        if expected is not None and key != expected:
+            raise KeyMismatch(f"data-level fit {fit.kind}: this node computes key {key}, the driver {expected}: the data "
+                              "or models it reads differ from the driver's")
         if key in self._failed:
             raise self._failed[key]
         store = self.fits
-        if (self.fresh and key not in self._fresh_done) or not store.complete(fit.kind, key):
+        if not self.fit_stored(fit.kind, key):
+            if "fit" not in self.makes:
+                raise Missing(FitNeed(plan, stage.kind, fit.kind, key, store.folder(fit.kind, key).relative_to(self.out)))
             try:
                 store.make(fit, key, self.fit_data(fit, plan, data), record)
             except Exception as exc:
@@ -401,34 +536,104 @@ class Runner:
 
         from dsgen.artifacts import atomic_open
 
-        log = log_path(self.out, plan)
-        with atomic_open(log) as fh:
+        with atomic_open(log_path(self.out, plan)) as fh:
             fh.write(f"{plan.method.name} ({plan.preset.name}, variant {plan.variant}), run {list(plan.run)}\n\n")
-            fh.write("".join(traceback.format_exception(exc)))
+            # an exception raised on a Ray worker (a dataset that crashed for this run) keeps its traceback as text
+            fh.write(getattr(exc, "remote_traceback", None) or "".join(traceback.format_exception(exc)))
+        log = log_path(self.shown_out, plan)  # where the driver writes it (a worker's runner works in a folder of its own)
         first = (str(exc).strip().splitlines() or [""])[0]
         reason = f"crashed: {type(exc).__name__}" + (f": {first}" if first else "") + f" (traceback in {log})"
-        return self._fail(plan, reason, {"traceback_log": str(log)}, log)
+        crash = self._fail(plan, reason, {"traceback_log": str(log)}, log)
+        crash.__cause__ = exc  # raised as itself where no failure list collects it (run_many without one)
+        return crash
 
-    # -- one run -------------------------------------------------------------------------------
-    def run(self, plan: RunPlan) -> Result:
-        """Run one plan (or return its cached result) and write the result file."""
+    # -- the graph's artefacts -------------------------------------------------------------------
+    def prepare(self, plan: RunPlan) -> Prepared:
+        """What a driver knows of ``plan`` before running it (nothing is made here): the evaluation data checked, the
+        run key, the cached result if there is one; otherwise the datasets and data-level fits it reads and those not
+        made yet, datasets first (a fit is made from them). Raises :class:`Missing` when the keys themselves wait for
+        a dataset (x1 generated from scratch, a dataset sized by another method's)."""
         from dsgen.data.sts import using_data_dir
 
         with using_data_dir(self.data_dir):
-            return self._run(plan)
+            self.evaluator(plan).pairs  # fail on missing data before any long work
+            self._reads = reads = {}
+            try:
+                data = self.data_inputs(plan)
+            finally:
+                self._reads = None
+            key = self.run_key(plan, data)
+            cached = self.cached_result(plan, key)
+            if cached is not None:
+                return Prepared(plan, key, cached)
+            out = Prepared(plan, key, datasets=reads)
+            if plan.generation is None:
+                return out
+            task = getattr(data.config, "task", plan.generator)
+            for name, inputs in (("train", data.inputs), ("dev", data.dev_inputs)):
+                if name not in data.keys:
+                    continue
+                dkey = data.keys[name]
+                if dkey in self._failed:
+                    raise self._failed[dkey]
+                path = self.dataset_path(task, dkey)
+                out.datasets[dkey] = path.relative_to(self.out)
+                if not self.dataset_stored(path, dkey):
+                    out.needs.append(DatasetNeed(plan.generator, data.config, inputs, dkey, path.relative_to(self.out)))
+            for attr in ("labeller", "reweighter", "trainer"):
+                stage = getattr(plan, attr)
+                fit = stage.data_fit() if hasattr(stage, "data_fit") else None
+                if fit is None:
+                    continue
+                fkey, _ = self.fit_identity(fit, plan, data)
+                folder = self.fits.folder(fit.kind, fkey).relative_to(self.out)
+                out.fits[fkey] = folder
+                if fkey not in self._failed and not self.fit_stored(fit.kind, fkey) and not out.needs:
+                    out.needs.append(FitNeed(plan, attr, fit.kind, fkey, folder))
+            return out
 
-    def _run(self, plan: RunPlan) -> Result:
+    def make_dataset(self, need: DatasetNeed) -> None:
+        """Make the dataset ``need`` names (a dataset task of the graph), checking its key is the driver's."""
+        from dsgen.data.sts import using_data_dir
+
+        with using_data_dir(self.data_dir):
+            self.dataset(need.generator, need.config, need.inputs, expected=need.key)
+
+    def make_fit(self, need: FitNeed) -> None:
+        """Make the data-level fit ``need`` names (a fit task of the graph), checking its key is the driver's."""
+        from dsgen.data.sts import using_data_dir
+
+        with using_data_dir(self.data_dir):
+            self.data_fit(getattr(need.plan, need.stage), need.plan, self.data_inputs(need.plan), expected=need.key)
+
+    # -- one run -------------------------------------------------------------------------------
+    def run(self, plan: RunPlan, expected: str | None = None) -> Result:
+        """Run one plan (or return its cached result) and write the result file; ``expected``: the run key the driver
+        computed (a worker computing another reads other data or models: :class:`KeyMismatch`)."""
+        from dsgen.data.sts import using_data_dir
+
+        with using_data_dir(self.data_dir):
+            return self._run(plan, expected)
+
+    def _run(self, plan: RunPlan, expected: str | None = None) -> Result:
         from dsgen.reweighting.base import ReweightContext
 
         evaluator = self.evaluator(plan)
         evaluator.pairs  # fail on missing data before any long work
         inputs = self.data_inputs(plan)
         key = self.run_key(plan, inputs)
+        if expected is not None and key != expected:
+            raise KeyMismatch(f"{plan.method.name} ({run_label(plan)}): this node computes run key {key}, the driver "
+                              f"{expected}: its evaluation data (fingerprint {evaluator.fingerprint()}, "
+                              f"{evaluator.root}) or models differ from the driver's")
         cached = self.cached_result(plan, key)
         if cached is not None:
             return cached
         method = plan.method
+        import torch
+
         extra: dict[str, Any] = {"run_key": key, "variant": plan.variant, "plan": plan.to_dict(), "origins": plan.origins,
+                                 "threads": torch.get_num_threads(),  # training's bits depend on it
                                  "evaluation_data": {"fingerprint": evaluator.fingerprint(), "root": str(evaluator.root),
                                                      "preprocess": evaluator.preprocess, "dtype": evaluator.dtype}}
         data = self.training_data(plan, inputs)
@@ -516,40 +721,45 @@ class Runner:
 
 def run_many(methods: list[str], preset: Preset, runs: list[tuple[int, int]] | list[int], runner: Runner,
              overrides: Overrides | None = None, on_result: Any = None,
-             failures: list[RunFailed] | None = None) -> dict[str, list[Result]]:
-    """Every (method, run) pair, reusing what is cached; every plan is resolved before any work starts.
+             failures: list[RunFailed] | None = None, scheduler: Any = None, view: Any = None) -> dict[str, list[Result]]:
+    """Every (method, run) pair, reusing what is cached; every plan is resolved before any work starts, and they run
+    as one graph of artefacts (:func:`dsgen.scheduling.run_plans`).
 
     Args:
         runs: (data seed, training seed) pairs (:meth:`dsgen.presets.Preset.runs`), or training seeds
             alone (each its own data, or the preset's single data seed).
+        on_result: ``(method, plan, result)`` for each run with a result, as it arrives.
         failures: where a run that stops on its data (:class:`RunFailed`) or crashes on an unexpected exception
             (:class:`RunCrashed`, its traceback written under ``logs/``) is recorded while the other runs go on (the
             run is left out of the returned results, a method without any run too); None: it is raised. A
             :class:`~dsgen.errors.DsgenError` that is not a :class:`RunFailed` (bad input) is always raised.
+        scheduler: where the tasks run (:mod:`dsgen.scheduling`; default ``local``: in order, in this process).
+        view: a progress view over the runs (:class:`dsgen.scheduling.view.RunsView`).
     """
+    return run_groups([(methods, preset)], runs, runner, overrides, on_result,
+                      None if failures is None else [failures], scheduler, view)[0]
+
+
+def run_groups(groups: list[tuple[list[str], Preset]], runs: list[tuple[int, int]] | list[int], runner: Runner,
+               overrides: Overrides | None = None, on_result: Any = None,
+               failures: list[list[RunFailed]] | None = None, scheduler: Any = None,
+               view: Any = None) -> list[dict[str, list[Result]]]:
+    """:func:`run_many` for several (methods, preset) groups run as one graph (a learning curve's sizes share its
+    scheduler and fan out together); one ``{method: results}`` per group, and the failed runs of group g appended to
+    ``failures[g]`` (None: the first failure is raised)."""
+    from dsgen.scheduling import run_plans
+
     pairs = [r if isinstance(r, tuple) else (None, r) for r in runs]
-    plans = {m: [plan_run(get_method(m), preset, s, overrides, d) for d, s in pairs] for m in methods}
-    out: dict[str, list[Result]] = {}
-    for m, ps in plans.items():
-        out[m] = []
-        for p in ps:
-            try:
-                r = runner.run(p)
-            except RunFailed as exc:
-                if failures is None:
-                    raise
-                failures.append(exc)
-                continue
-            except DsgenError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one run's bug must not take the other runs with it
-                if failures is None:
-                    raise
-                failures.append(runner.crashed(p, exc))
-                continue
-            out[m].append(r)
-            if on_result:
-                on_result(m, p, r)
-        if not out[m]:
-            del out[m]
-    return out
+    plans = [(g, plan_run(get_method(m), preset, s, overrides, d)) for g, (methods, preset) in enumerate(groups)
+             for m in methods for d, s in pairs]
+    failed: list[RunFailed] | None = None if failures is None else []
+    results = run_plans([p for _, p in plans], runner, scheduler, None if on_result is None else
+                        (lambda plan, result: on_result(plan.method.name, plan, result)), failed, view)
+    out: list[dict[str, list[Result]]] = [{} for _ in groups]
+    pending = iter(failed or [])  # one failure per plan without a result, in plan order
+    for (g, plan), result in zip(plans, results):
+        if result is not None:
+            out[g].setdefault(plan.method.name, []).append(result)
+        elif failures is not None:
+            failures[g].append(next(pending))
+    return [{m: by[m] for m in methods if m in by} for by, (methods, _) in zip(out, groups)]

@@ -434,10 +434,10 @@ def test_an_unexpected_exception_fails_that_run_only_with_its_traceback_logged(s
     with pytest.raises(TypeError):  # without a failures list it is raised, as before
         run_many(["mock-dino"], mine, [2], runner)
 
-    def bad_input(self, plan):
+    def bad_input(self, plan, *args):
         raise DsgenError("STS data folder /nowhere not found")
 
-    monkeypatch.setattr(Runner, "_run", bad_input)
+    monkeypatch.setattr(Runner, "prepare", bad_input)  # every run is prepared first (dsgen.scheduling.graph)
     with pytest.raises(DsgenError, match="/nowhere"):
         run_many(["base"], mine, [1], runner, failures=[])
 

@@ -1,4 +1,6 @@
-"""Generation on a Ray cluster: each worker is an actor that loads the model once and decodes chunks.
+"""Generation on a Ray cluster (``dsgen generate --backend ray``): each worker is an actor that loads the model once
+and decodes chunks of one dataset. The commands that run methods (``run``, ``compare``, ``curve``, ``claims``) fan
+out whole tasks instead, datasets among them (:mod:`dsgen.scheduling.ray_scheduler`).
 
 Self-debiasing couples only the rows of one (input, label) group, so generation shards by input
 with no communication: the driver hands chunks to actors, each chunk decodes with its own seed,
@@ -105,7 +107,7 @@ class RayBackend(Backend):
     def __init__(self, address: str | None = None, workers: int | None = None, device: str = "auto",
                  max_restarts: int = 3, cpus_per_worker: int | None = None, placement_timeout: float = 60.0) -> None:
         self.ray = import_ray()
-        self.address = address
+        self.address = address or os.environ.get("RAY_ADDRESS") or None  # RAY_ADDRESS works like --address
         self.workers = workers
         self.device = device
         self.max_restarts = max_restarts
