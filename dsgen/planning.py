@@ -385,6 +385,11 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
             ("command line", ov.layer("training", cls.config_class))])
         plan.trainer = cls(cfg)
         plan.encoder = cfg.encoder
+        if cfg.selection_rule != "paper" and plan.postprocess is not None and plan.postprocess.validation_fraction:
+            # a shared rule never reads the generated validation split (stsb-dev selects on STSb dev, last and ema on
+            # nothing): every pair is trained on, as by the methods that hold none out
+            plan.postprocess = plan.postprocess.replace(validation_fraction=0.0)
+            plan.origins["postprocess"]["validation_fraction"] = f"selection_rule {cfg.selection_rule}"
         plan.origins["encoder"] = {"name": plan.origins["trainer"].get("encoder", "default")}
     else:
         plan.encoder = ov.encoder or preset.training.get("encoder", "minilm-l6")

@@ -266,3 +266,21 @@ def test_the_guide_is_a_data_level_fit_made_once_per_dataset(tiny_encoder_dir, s
     assert runs[0].extra["data_fits"]["trainer"]["key"] == used[0]["key"]
     other = run_many(["mock-multicsr"], preset, [(7, 1)], runner)["mock-multicsr"][0]
     assert made == [42, 7] and other.extra["training"]["guide"]["key"] != used[0]["key"]
+
+
+def test_a_shared_rule_trains_on_the_generated_validation_split_that_only_the_papers_rule_reads():
+    """Under a shared rule (stsb-dev, last, ema) DINO's 10% generated validation split is read by nothing, so every
+    pair is trained on (origin named); under "paper" DINO holds it out to select on it, as its repository does."""
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+
+    cpu = load_preset("cpu")
+    assert cpu.training["selection_rule"] == "last"
+    for rule, fraction in (("paper", 0.1), ("last", 0.0), ("stsb-dev", 0.0)):
+        preset = cpu.replace(training={**cpu.training, "selection_rule": rule})
+        plan = plan_run("dino", preset, 1, None, 1)
+        assert plan.postprocess.validation_fraction == fraction, rule
+        assert plan.trainer.config.selection_rule == rule
+        if fraction == 0.0:
+            assert plan.origins["postprocess"]["validation_fraction"] == f"selection_rule {rule}"
+    assert plan_run("rise", cpu, 1, None, 1).postprocess.validation_fraction == 0.0  # RISE holds out none under any rule
