@@ -99,7 +99,9 @@ def run(preset: str = "smoke", methods: tuple[str, ...] = ("dino", "dino-decay0"
     for _ in range(nodes):
         cluster.add_node(num_cpus=cpus, object_store_memory=500 * 1024 ** 2)
     cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
+    # the nodes are this machine's processes: they read the driver's --data-dir (else its DSGEN_DATA_DIR, inherited)
+    env = {"DSGEN_DATA_DIR": str(Path(data_dir).absolute())} if data_dir else {}
+    ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": env} if env else None)
     try:
         scheduler = RayScheduler(cpus_per_worker=cpus)
         started = time.perf_counter()

@@ -12,7 +12,7 @@ file, task spec or human-source file is a new key even at the same path.
 | a local model (a file or a folder) | :func:`local_model_key` | the bytes of every file it loads from, custom code (``*.py``) and chat template included |
 | generated dataset | :func:`dataset_key` | generator name and version, its coerced config, the task spec actually used, the inputs' key, the generator model's fingerprint |
 | stage of a run | :func:`stage_identity` | the component's name, version and config dict |
-| run result | :func:`run_key` | the keys of its datasets, every stage's identity, the seeds, every model's fingerprint, the sources a stage reads, the evaluation data's key and settings |
+| run result | :func:`run_key` | the keys of its datasets, every stage's identity, the seeds, the training thread count (a trained run), every model's fingerprint, the sources a stage reads, the evaluation data's key and settings |
 | evaluation data | :func:`evaluation_data_key` | the exact pairs evaluated and their gold scores, per task |
 | result folder | :func:`variant_key` | what the user asked for except the seeds: method recipe, every resolved (coerced) setting of the plan, command-line overrides |
 | zero-shot judge score | :func:`score_key` | the scoring model's fingerprint, the prompt, the pair |
@@ -20,7 +20,7 @@ file, task spec or human-source file is a new key even at the same path.
 | exported file | :func:`content_key` | the rows it holds |
 | an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
 | process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
-| data-level fit (RISE's SDI classifier, a guide encoder), ``cache/fits/`` | :func:`data_fit_key` | its kind and version, the stage's settings it depends on, the keys of what it reads (the dataset's key and filters, the inputs' or the source's texts), its models' fingerprints, the data seed |
+| data-level fit (RISE's SDI classifier, a guide encoder), ``cache/fits/`` | :func:`data_fit_key` | its kind and version, the stage's settings it depends on, the keys of what it reads (the dataset's key and filters, the inputs' or the source's texts), its models' fingerprints, the data seed, the training thread count |
 | an evaluation's tokenised batches in this process | :func:`tokens_key` | how the encoder turns text into inputs (its tokenizer's serialised state and settings), the texts' key, the batch shape |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so

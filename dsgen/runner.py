@@ -290,6 +290,8 @@ class Runner:
             data = data if data is not None else self.data_inputs(plan)
             ev = self.evaluator(plan)
             stages: dict[str, Any] = {"postprocess": plan.postprocess.to_dict() if plan.postprocess else None}
+            if plan.trainer is not None:  # training's bits depend on the thread count (see ``threads``)
+                stages["threads"] = self.training_threads()
             for stage in ("labeller", "reweighter", "trainer"):
                 component = getattr(plan, stage)
                 stages[stage] = stage_identity(component) if component is not None else None
@@ -368,6 +370,13 @@ class Runner:
         pairs = gen.generate(inputs, path, progress=self.progress, resume=not (self.fresh and key not in self._fresh_done))
         self._fresh_done.add(key)
         return pairs, key, read_json(sidecar_path(path))
+
+    def training_threads(self) -> int:
+        """The threads this runner's training computes with (``threads``, else torch's count in this process), part
+        of every key of a trained artefact: a result made on another count is another result."""
+        import torch
+
+        return self.threads if self.threads is not None else torch.get_num_threads()
 
     def made(self, key: str) -> None:
         """Record that the artefact of ``key`` was made for this runner (a fresh runner then reuses it)."""
@@ -461,8 +470,9 @@ class Runner:
             reads["source"] = texts_key(self.source(plan))
         models = {m: model_fingerprint(m) for m in fit.models}
         seed = plan.run[0]
-        key = data_fit_key(fit.kind, fit.version, fit.settings, reads, models, seed)
-        return key, {"reads": reads, "settings": fit.settings, "models": models, "seed": seed}
+        threads = self.training_threads()  # a fit trains (the SDI classifier, a guide): its bits depend on the count
+        key = data_fit_key(fit.kind, fit.version, {**fit.settings, "threads": threads}, reads, models, seed)
+        return key, {"reads": reads, "settings": fit.settings, "models": models, "seed": seed, "threads": threads}
 
     def fit_data(self, fit: Any, plan: RunPlan, data: DataInputs) -> Any:
         """What ``fit`` is computed from (:class:`dsgen.data.fits.FitData`): only what it reads."""

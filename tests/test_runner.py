@@ -210,6 +210,15 @@ def test_seed_independent_methods_share_a_key_and_seeded_ones_do_not(setup, tmp_
     assert runner.run_key(plan_run("mock-dino", preset, 1)) != runner.run_key(plan_run("mock-dino", preset, 2))
 
 
+def test_a_trained_run_on_another_thread_count_is_another_result(setup, tmp_path):
+    """Training's bits depend on torch's thread count, so a result made on 1 thread is never reused on 2; an
+    untrained run's are the same on any count."""
+    preset, data = setup
+    one, two = (Runner(tmp_path / "runs", str(data), progress=False, threads=n) for n in (1, 2))
+    assert one.run_key(plan_run("mock-dino", preset, 1)) != two.run_key(plan_run("mock-dino", preset, 1))
+    assert one.run_key(plan_run("base", preset, 1)) == two.run_key(plan_run("base", preset, 1))
+
+
 def _counting_training(monkeypatch):
     """Counts the trainer's runs (a rerun that trains nothing leaves it at 0)."""
     from dsgen.training.regression import RegressionTrainer

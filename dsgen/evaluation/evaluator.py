@@ -145,7 +145,7 @@ def encode_features(model: Any, features: list[dict[str, Any]]) -> list[Any]:
     the element-wise ops of a small encoder (RMSNorm, rotary embedding, SiLU, residual adds) last
     tens of microseconds, and splitting each across the threads costs a synchronisation per op;
     when the cores are shared, a thread that is not running holds every op up, and the bfloat16
-    encoding of ``smollm2-l4`` ran 4x slower with 2 threads than with 1 (README "Benchmarks").
+    encoding of ``smollm2-l4`` ran several times slower with 2 threads than with 1 (`dsgen bench eval --threads`).
     A batch's embeddings do not depend on how many threads compute it or beside which other batch.
     """
     import torch

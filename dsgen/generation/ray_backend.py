@@ -34,6 +34,24 @@ FORWARDED_ENV = ("DSGEN_CACHE_DIR", "DSGEN_DATA_DIR", "HF_HOME", "HF_HUB_OFFLINE
                  "TRANSFORMERS_VERBOSITY", "HF_HUB_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
 
 
+def connect_ray(ray: Any, address: str | None, env: dict[str, str]) -> bool:
+    """Join the Ray cluster at ``address``, or start a Ray of this machine (all its CPUs) when None, with ``env`` set
+    in every worker; False when this process was connected already (then nothing is done), a one-line error when Ray
+    cannot be started or reached. Serves ``dsgen generate --backend ray`` and the ``ray`` scheduler."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False,
+                              "runtime_env": {"env_vars": env} if env else None}
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise DsgenError(f"cannot start or reach Ray ({address or 'local'}): {str(exc).splitlines()[0]}") from None
+    return True
+
+
 def actor_cpus(node_cpus: list[float], workers: int) -> int:
     """The most CPUs each of ``workers`` actors can have so that all of them fit on the nodes (each
     node holds ``floor(cpus / c)`` actors of ``c`` CPUs); at least 1. On 4 nodes of 8 CPUs, 2 actors
@@ -135,20 +153,7 @@ class RayBackend(Backend):
 
     def _init(self) -> bool:
         """Connect or start Ray; True when this run started it (and should stop it)."""
-        ray = self.ray
-        if ray.is_initialized():
-            return False
-        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False,
-                                  "runtime_env": {"env_vars": env} if env else None}
-        try:
-            if self.address:
-                ray.init(address=self.address, **kwargs)
-            else:
-                ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise DsgenError(f"cannot start or reach Ray ({self.address or 'local'}): {str(exc).splitlines()[0]}") from None
-        return True
+        return connect_ray(self.ray, self.address, {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ})
 
     def run(self, spec: DecoderSpec, chunks: list[Chunk], on_done: ChunkDone,
             advance: Callable[[float], None]) -> BackendReport:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from dsgen.errors import DsgenError
 from dsgen.scheduling.tasks import Outcome, Task
 
 DEFAULT_THREADS = 2
@@ -40,6 +41,11 @@ class Scheduler(ABC):
     @abstractmethod
     def wait(self) -> list[tuple[Task, Outcome]]:
         """Block until at least one task has finished; return the finished ones, their files written by the driver."""
+
+    def await_room(self) -> None:
+        """Called when nothing runs, tasks are ready and :meth:`room` is 0 (every worker that could take one is gone):
+        return once there is room, or raise a one-line :class:`~dsgen.errors.DsgenError`."""
+        raise DsgenError(f"the {self.name} scheduler has no room for a task and none is running")
 
     @abstractmethod
     def stop(self) -> None:

@@ -63,11 +63,20 @@ class Graph:
         self._sequence = itertools.count()
 
     # -- building --------------------------------------------------------------------------------
+    def _id(self, task: Task) -> str:
+        """A node's name: an artefact's key; a run's key with the folder its result is stored in, since one key can be
+        stored under two presets (``base`` at every size of a learning curve: the same untrained model), and a run
+        is made for each folder (a seed-independent run is then found by every seed of its folder)."""
+        if isinstance(task, RunTask):
+            return f"{task.key}:{self.runner.result_path(task.plan).parent.relative_to(self.runner.out)}"
+        return task.key
+
     def _add(self, task: Task, waiter: int) -> None:
-        node = self.nodes.get(task.key)
+        name = self._id(task)
+        node = self.nodes.get(name)
         if node is None or node.state == "failed":  # a run that failed before is tried again for the next plan
-            node = self.nodes[task.key] = Node(task)
-            heapq.heappush(self._ready, (task.order, next(self._sequence), task.key))
+            node = self.nodes[name] = Node(task)
+            heapq.heappush(self._ready, (task.order, next(self._sequence), name))
         if node.state == "done":  # made, yet the plan still misses it: it was not stored where the plan reads it
             raise DsgenError(f"{task.label()} was made, but {self.plans[waiter].method.name} still misses it under "
                              f"{self.runner.out}; was the folder changed while the comparison ran?")
@@ -122,7 +131,7 @@ class Graph:
         self.on_failure(self.plans[i], failure)
 
     def _finish(self, task: Task, outcome: Outcome) -> None:
-        node = self.nodes[task.key]
+        node = self.nodes[self._id(task)]
         waiters, node.waiters = node.waiters, []
         if outcome.status == ERROR:
             raise outcome.error  # type: ignore[misc]
@@ -164,7 +173,10 @@ class Graph:
                         self.view.started()
                     self.scheduler.submit(node.task)
                 if not self.scheduler.running():
-                    if self._pending or self._ready:
+                    if self._pending:
+                        continue
+                    if self._ready:  # ready tasks, none running, no room: wait for a worker (or fail in one line)
+                        self.scheduler.await_room()
                         continue
                     break
                 for task, outcome in self.scheduler.wait():
@@ -187,7 +199,6 @@ def run_plans(plans: list[Any], runner: Runner, scheduler: Any = None,
     """
     from dsgen.scheduling.local import LocalScheduler
 
-    collected: dict[int, RunFailed] = {}
     graph = Graph(plans, runner, scheduler or LocalScheduler(), on_result,
                   None if failures is None else (lambda plan, failure: None), view)
     try:

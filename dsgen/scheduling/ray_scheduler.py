@@ -30,6 +30,7 @@ mid-comparison leaves only whole artefacts under ``--out``; the next command reu
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from typing import Any, Iterator
 
 from dsgen.errors import DsgenError
 from dsgen.scheduling.base import DEFAULT_THREADS, Scheduler
-from dsgen.scheduling.tasks import CRASHED, FAILED, Outcome, RunTask, Task
+from dsgen.scheduling.tasks import CRASHED, DONE, FAILED, Outcome, RunTask, Task
 
 MAX_RETRIES = 3  # how often Ray starts a task again whose worker or node was lost
 GB = 1024 ** 3
@@ -80,7 +81,6 @@ class WorkerSettings:
     threads: int
     data_dir: str | None
     save_models: bool
-    device: str
 
 
 def commit_last(relative: str) -> bool:
@@ -89,7 +89,11 @@ def commit_last(relative: str) -> bool:
     name = relative.rsplit("/", 1)[-1]
     if name.endswith(".meta.json") or name == "fit.json":
         return True
-    return relative.startswith("results/") and name.endswith(".json") and not name.endswith(".failed.json")
+    # a result sits at results/<preset>/<method>/<variant>/<run>.json; the JSON files of its kept model folder
+    # (<run>.model/config.json, ...) are parts written before it
+    parts = relative.split("/")
+    return (parts[0] == "results" and len(parts) == 5 and name.endswith(".json")
+            and not name.endswith(".failed.json"))
 
 
 def read_tree(root: Path, relative: Path) -> dict[str, bytes]:
@@ -299,20 +303,16 @@ class RayScheduler(Scheduler):
 
     # -- the cluster -----------------------------------------------------------------------------------------------
     def _connect(self, data_dir: str | None) -> None:
-        ray = self.ray
-        if ray.is_initialized():
-            return
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        try:
-            if self.address:
-                ray.init(address=self.address, **kwargs)
-            else:  # a Ray of this machine for the command: its workers read the driver's data folder
-                env = {"DSGEN_DATA_DIR": str(Path(data_dir).absolute())} if data_dir else {}
-                ray.init(num_cpus=os.cpu_count() or 1, runtime_env={"env_vars": env} if env else None, **kwargs)
-                self._started_here = True
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise DsgenError(f"cannot start or reach Ray ({self.address or 'local'}): {str(exc).splitlines()[0]}") from None
-        self._connected_here = True
+        from dsgen.generation.ray_backend import FORWARDED_ENV, connect_ray
+
+        env: dict[str, str] = {}
+        if not self.address:  # a Ray of this machine for the command: its workers read the driver's settings and data
+            env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+            if data_dir:
+                env["DSGEN_DATA_DIR"] = str(Path(data_dir).absolute())
+        # on a cluster every node reads its own data folder and models (checked by fingerprint before any task)
+        self._connected_here = connect_ray(self.ray, self.address, env)
+        self._started_here = self._connected_here and not self.address
 
     def nodes(self, fresh: bool = False) -> list[dict[str, Any]]:
         """The live nodes (id, address, resources), asked of Ray at most every 2 s."""
@@ -358,10 +358,12 @@ class RayScheduler(Scheduler):
     # -- Scheduler ------------------------------------------------------------------------------------------------
     def start(self, runner: Any, plans: list[Any]) -> None:
         self.runner = runner
+        if runner.threads is None:  # a task computes on the CPUs it reserves, and the run keys name that count
+            runner.threads = self.cpus
         self._connect(runner.data_dir)
         self.settings = WorkerSettings(out=str(Path(runner.out).absolute()), threads=runner.threads or self.cpus,
                                        data_dir=runner.data_dir if self._started_here else None,  # else the node's
-                                       save_models=runner.save_models, device=self.device)
+                                       save_models=runner.save_models)
         if self.cuda and not any(n.get("GPU") for n in self.nodes(fresh=True)):
             raise DsgenError("--device cuda was asked for but the Ray cluster has no GPU; use --device cpu")
         if not self.capacity():
@@ -380,6 +382,19 @@ class RayScheduler(Scheduler):
 
     def running(self) -> int:
         return len(self.inflight)
+
+    def await_room(self, timeout: float = 300.0) -> None:
+        """Every node that could take a task is gone (nothing runs, nothing fits): wait up to ``timeout`` seconds for
+        one to join, then give up in one line."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.room() > 0:
+                return
+            time.sleep(2.0)
+            self.nodes(fresh=True)
+        raise DsgenError(f"no live Ray node can take a task of {self.cpus} CPUs{' and 1 GPU' if self.cuda else ''} "
+                         f"after {timeout:.0f} s (nodes lost?); what was made is on disk: run the command again "
+                         "when the cluster is back")
 
     def _ship(self, relative: Path) -> Any:
         """What the task reads at ``relative`` under the output folder, put once in Ray's object store."""
@@ -410,6 +425,8 @@ class RayScheduler(Scheduler):
                 outcome = self._lost(task, exc)
             write_tree(Path(self.runner.out), outcome.files)
             outcome.files = {}
+            if task.kind == "dataset" and outcome.status == DONE:  # the chunks a local run left are assembled now
+                shutil.rmtree(Path(self.runner.out) / task.reads()[0], ignore_errors=True)
             wall = time.perf_counter() - started
             if outcome.peak_rss:
                 self.peaks[task.kind] = max(self.peaks.get(task.kind, 0), outcome.peak_rss)
@@ -424,7 +441,10 @@ class RayScheduler(Scheduler):
         """A task whose worker or node was lost more than ``max_retries`` times: a crashed run (its log says so), or a
         dataset or fit every run that needs it fails with."""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        error = RuntimeError(f"{task.label()} lost its Ray worker more than {self.max_retries} times: {first}")
+        if isinstance(exc, self.ray.exceptions.RayTaskError):  # the task's own code raised outside its guard
+            error = RuntimeError(f"{task.label()} raised on its Ray worker: {first}")
+        else:
+            error = RuntimeError(f"{task.label()} lost its Ray worker more than {self.max_retries} times: {first}")
         if isinstance(task, RunTask):
             return Outcome(FAILED, error=self.runner.crashed(task.plan, error), where="ray")
         return Outcome(CRASHED, error=error, where="ray")

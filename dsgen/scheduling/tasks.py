@@ -86,6 +86,12 @@ class DatasetTask(Task):
     def execute(self, runner: Any) -> Any:
         runner.make_dataset(self.need)
 
+    def reads(self) -> list[Path]:
+        """What an interrupted making left under the output folder: its finished chunks (``<dataset>.partial/``) and
+        an API generator's answered requests (``<dataset>.requests/``), so a worker resumes as a local run does."""
+        path = self.need.path
+        return [path.with_name(path.name + ".partial"), path.with_name(path.name + ".requests")]
+
     def log(self) -> Path:
         return Path("logs") / self.need.path.with_suffix(".log")
 

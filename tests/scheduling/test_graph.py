@@ -59,8 +59,8 @@ def test_the_local_graph_makes_each_artefact_once_plan_after_plan_on_its_thread_
     assert all(r.extra.get("threads") in (1, None) for rs in results.values() for r in rs)
     assert {r.extra["threads"] for r in results["mock-dino"]} == {1}
     again = Recorder()  # everything on disk: a rerun makes nothing
-    run_many(["mock-dino", "mock-sdi", "mock-human", "base"], preset, preset.runs(), Runner(tmp_path, data, progress=False),
-             scheduler=again)
+    run_many(["mock-dino", "mock-sdi", "mock-human", "base"], preset, preset.runs(),
+             Runner(tmp_path, data, progress=False, threads=1), scheduler=again)
     assert again.tasks == []
 
 
@@ -82,14 +82,15 @@ def test_the_driver_writes_a_workers_files_atomically_markers_last(tmp_path, mon
 
     files = {"results/p/m/v/data-1-seed-1.json": b"{}", "results/p/m/v/data-1-seed-1.pred.npz": b"x",
              "results/p/m/v/data-1-seed-1.failed.json": b"{}", "cache/datasets/t-k.jsonl": b"row\n",
-             "cache/datasets/t-k.jsonl.meta.json": b"{}", "cache/fits/sdi-k/model.bin": b"w", "cache/fits/sdi-k/fit.json": b"{}"}
+             "cache/datasets/t-k.jsonl.meta.json": b"{}", "cache/fits/sdi-k/model.bin": b"w", "cache/fits/sdi-k/fit.json": b"{}",
+             "results/p/m/v/data-1-seed-1.model/config.json": b"{}"}  # a kept model's parts come before its result
     assert [f for f in files if commit_last(f)] == ["results/p/m/v/data-1-seed-1.json", "cache/datasets/t-k.jsonl.meta.json",
                                                      "cache/fits/sdi-k/fit.json"]
     written = []
     real = dsgen.artifacts.atomic_open
     monkeypatch.setattr(dsgen.artifacts, "atomic_open", lambda path, mode="w": written.append(Path(path).name) or real(path, mode))
     write_tree(tmp_path, files)
-    assert set(written[-3:]) == {"data-1-seed-1.json", "t-k.jsonl.meta.json", "fit.json"}
+    assert set(written[-3:]) == {"data-1-seed-1.json", "t-k.jsonl.meta.json", "fit.json"} and "config.json" in written
     assert read_tree(tmp_path, Path("cache/datasets/t-k.jsonl")) == {"cache/datasets/t-k.jsonl": b"row\n",
                                                                      "cache/datasets/t-k.jsonl.meta.json": b"{}"}
     assert set(read_tree(tmp_path, Path("cache/fits/sdi-k"))) == {"cache/fits/sdi-k/model.bin", "cache/fits/sdi-k/fit.json"}
