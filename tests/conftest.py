@@ -117,6 +117,21 @@ def sts_data_dir():
 
 
 @pytest.fixture(scope="session")
+def minilm_mteb_result(tmp_path_factory, sts_data_dir):
+    """``dsgen eval minilm-l6 --tasks mteb --json``'s result file, made once for the session: the evaluation's
+    match with MTEB's published numbers and the MTEB export of it read the same file (one full evaluation)."""
+    import subprocess
+    import sys
+
+    path = tmp_path_factory.mktemp("minilm-eval") / "minilm-l6.json"
+    proc = subprocess.run([sys.executable, "-m", "dsgen.cli", "eval", "minilm-l6", "--tasks", "mteb", "--device", "cpu",
+                           "--json", str(path)], capture_output=True, text=True,
+                          env={**os.environ, "DSGEN_DATA_DIR": str(sts_data_dir)})
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory):
     """A 2-layer randomly initialised BERT with all-MiniLM-L6-v2's tokenizer, saved as a plain
     transformer (sentence-transformers adds mean pooling when loading it)."""

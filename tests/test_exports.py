@@ -160,9 +160,11 @@ def test_a_raw_encoder_keeps_its_standardisation_in_the_folder(tmp_path, sts_dat
     """``lm:...?standardize=1`` is saved with library modules only (a Dense layer holds the statistics)."""
     from sentence_transformers import SentenceTransformer
 
+    from dsgen.data.sts import using_data_dir
     from dsgen.export.model_folder import portable
 
-    model = load_encoder("smollm2-l4", "cpu")
+    with using_data_dir(sts_data_dir):  # its statistics are read from the STS data
+        model = load_encoder("smollm2-l4", "cpu")
     portable(model).save(str(tmp_path / "m"))
     again = SentenceTransformer(str(tmp_path / "m"), device="cpu")
     texts = ["A man is playing a guitar.", "Two dogs are running through a field of grass."]
@@ -293,14 +295,11 @@ def test_dataset_and_model_folders_replace_only_their_own_kind(exported, tmp_pat
 
 
 @pytest.mark.slow
-def test_the_minilm_export_matches_the_numbers_mteb_publishes(tmp_path, sts_data_dir):
+def test_the_minilm_export_matches_the_numbers_mteb_publishes(tmp_path, minilm_mteb_result):
     mteb = require("mteb", "mteb")
     from tests.evaluation.test_sts_eval import MTEB_MINILM_L6
 
-    res = dsgen("eval", "minilm-l6", "--tasks", "mteb", "--device", "cpu", "--json", str(tmp_path / "m.json"),
-                env={"DSGEN_DATA_DIR": str(sts_data_dir)})
-    assert res.returncode == 0, res.stderr
-    assert dsgen("export", "mteb", str(tmp_path / "m.json"), "--out", str(tmp_path / "mt")).returncode == 0
+    assert dsgen("export", "mteb", str(minilm_mteb_result), "--out", str(tmp_path / "mt")).returncode == 0
     loaded = mteb.ResultCache(tmp_path / "mt").load_results(include_remote=False)
     (model,) = loaded.model_results
     assert model.model_name == "sentence-transformers/all-MiniLM-L6-v2"

@@ -37,8 +37,11 @@ def test_rises_dev_set_comes_from_validation_sentences_not_from_its_training_inp
     assert set(data.inputs) & set(data.dev_inputs) <= train_pool & dev_pool
     assert len(set(data.inputs) & set(data.dev_inputs)) <= 2
     assert data.keys["dev"] != data.keys["train"]
-    split = plan_run("rise-split-dev", load_preset("cpu"), 1, data_seed=1)  # the old protocol, kept as a named method
+    cpu = load_preset("cpu")  # the old protocol, kept as a named method, selects on its split under its own rule
+    own_rule = cpu.replace(training={**cpu.training, "selection_rule": "paper"})
+    split = plan_run("rise-split-dev", own_rule, 1, data_seed=1)
     assert split.method.dev_inputs is None and split.postprocess.validation_fraction == 0.1
+    assert plan_run("rise-split-dev", cpu, 1, data_seed=1).postprocess.validation_fraction == 0.0  # cpu's shared rule
     with pytest.raises(Exception):
         load_inputs("stsb-validation", 0, str(sts_data_dir))
 

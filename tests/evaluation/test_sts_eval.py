@@ -149,10 +149,12 @@ def test_offline_without_data_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_reproduces_mteb_scores(sts_data_dir):
-    from dsgen.encoders import load_encoder
+def test_minilm_reproduces_mteb_scores(minilm_mteb_result):
+    """``dsgen eval minilm-l6 --tasks mteb`` gives MTEB's published all-MiniLM-L6-v2 numbers to the digit."""
+    from dsgen.evaluation.results import Result
 
-    result = StsEvaluator(list(MTEB_TASKS), sts_data_dir).evaluate(load_encoder("minilm-l6", "cpu"), "minilm-l6")
+    result = Result.load(minilm_mteb_result)
+    assert sorted(result.tasks) == sorted(MTEB_TASKS)
     exact = {t: s.spearman for t, s in result.tasks.items()}
     got = {t: round(v, 2) for t, v in exact.items() if t != "sts14"}
     assert got == {t: v for t, v in MTEB_MINILM_L6.items() if t != "sts14"}, exact
@@ -308,12 +310,12 @@ def test_an_encoder_with_a_tokenizer_but_no_pipeline_is_encoded_per_batch(sts_da
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_smollm2_l4_scores_as_encode_does(dtype, sts_data_dir):
     """The cpu preset's encoder: the evaluator's scores equal ``encode`` on the same batches (the path before
-    the token cache) to the dtype's precision, on three tasks."""
+    the token cache) to the dtype's precision, on two tasks (SICK-R's 9,927 pairs add time, not coverage)."""
     from dsgen.data.sts import using_data_dir
     from dsgen.encoders import load_encoder
 
     with using_data_dir(sts_data_dir):
         model = load_encoder("smollm2-l4", "cpu")
-    tasks = ["sts16", "stsb", "sickr-test"]
+    tasks = ["sts16", "stsb"]
     got = StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(model)
     assert_same_scores(got, StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(EncodeOnly(model)), dtype)
