@@ -4,6 +4,7 @@ module imports it first, so that every test sees the same classes and call count
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
 from dsgen.artifacts import write_sidecar
 from dsgen.data.pairs import Pair, write_pairs
@@ -77,3 +78,12 @@ def register_mock_components() -> None:
     for name, make in methods.items():
         if name not in METHODS:
             METHODS.add(name, make())
+
+
+def word_sentences_file(folder: Path) -> Path:
+    """``folder/x1.txt``: 40 seeded sentences of 7 words from a small vocabulary, the mock methods' inputs."""
+    rng = random.Random(0)
+    words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()
+    path = folder / "x1.txt"
+    path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(7)) + "." for _ in range(40)))
+    return path

@@ -3,7 +3,6 @@ encoder and one real STS task: caching and its keys, seed handling, reweighting,
 
 import json
 import os
-import random
 from dataclasses import replace
 
 import pytest
@@ -16,16 +15,13 @@ from dsgen.methods.dino import dino_recipe
 from dsgen.planning import Overrides, plan_run
 from dsgen.presets import Preset
 from dsgen.runner import RunFailed, Runner, run_many
-from tests.mock_components import MockGenerator, RenamedDebiased, register_mock_components
+from tests.mock_components import MockGenerator, RenamedDebiased, register_mock_components, word_sentences_file
 
 
 @pytest.fixture(scope="module")
 def setup(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
     register_mock_components()
-    inputs = tmp_path_factory.mktemp("inputs") / "x1.txt"
-    rng = random.Random(0)
-    words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()
-    inputs.write_text("\n".join(" ".join(rng.choice(words) for _ in range(7)) + "." for _ in range(40)))
+    inputs = word_sentences_file(tmp_path_factory.mktemp("inputs"))
     preset = Preset(name="unit", seeds=[1, 2], data_seed=42, inputs=str(inputs), tasks=["sts16"], max_inputs=40,
                     generation={"generator": str(tiny_lm_dir), "device": "cpu", "batch_size": 32, "per_label": 2,
                                 "sampling": {"max_new_tokens": 6}},

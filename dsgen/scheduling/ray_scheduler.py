@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 from dsgen.errors import DsgenError
 from dsgen.scheduling.base import DEFAULT_THREADS, Scheduler
-from dsgen.scheduling.tasks import CRASHED, DONE, FAILED, Outcome, RunTask, Task
+from dsgen.scheduling.tasks import CRASHED, DONE, FAILED, DatasetTask, Outcome, RunTask, Task
 
 MAX_RETRIES = 3  # how often Ray starts a task again whose worker or node was lost
 GB = 1024 ** 3
@@ -425,8 +425,8 @@ class RayScheduler(Scheduler):
                 outcome = self._lost(task, exc)
             write_tree(Path(self.runner.out), outcome.files)
             outcome.files = {}
-            if task.kind == "dataset" and outcome.status == DONE:  # the chunks a local run left are assembled now
-                shutil.rmtree(Path(self.runner.out) / task.reads()[0], ignore_errors=True)
+            if isinstance(task, DatasetTask) and outcome.status == DONE:  # the chunks a local run left are assembled
+                shutil.rmtree(Path(self.runner.out) / task.partial(), ignore_errors=True)
             wall = time.perf_counter() - started
             if outcome.peak_rss:
                 self.peaks[task.kind] = max(self.peaks.get(task.kind, 0), outcome.peak_rss)

@@ -79,28 +79,44 @@ class Task:
 
 
 @dataclass
-class DatasetTask(Task):
+class NeedTask(Task):
+    """A task that makes what a :class:`~dsgen.runner.DatasetNeed` or :class:`~dsgen.runner.FitNeed` names: logged and
+    labelled by the artefact's path."""
+
+    need: Any = None
+
+    def log(self) -> Path:
+        return Path("logs") / self.need.path.with_suffix(".log")
+
+    def label(self) -> str:
+        return f"{self.kind} {self.need.path.name}"
+
+
+@dataclass
+class DatasetTask(NeedTask):
     kind: ClassVar[str] = "dataset"
     need: DatasetNeed = None  # type: ignore[assignment]
 
     def execute(self, runner: Any) -> Any:
         runner.make_dataset(self.need)
 
+    def partial(self) -> Path:
+        """Its finished chunks while it is made (:class:`~dsgen.generation.chunks.ChunkStore`'s folder)."""
+        from dsgen.generation.chunks import ChunkStore
+
+        return ChunkStore(self.need.path).folder
+
     def reads(self) -> list[Path]:
-        """What an interrupted making left under the output folder: its finished chunks (``<dataset>.partial/``) and
-        an API generator's answered requests (``<dataset>.requests/``), so a worker resumes as a local run does."""
-        path = self.need.path
-        return [path.with_name(path.name + ".partial"), path.with_name(path.name + ".requests")]
+        """What an interrupted making left under the output folder: its finished chunks and an API generator's
+        answered requests (:class:`~dsgen.generation.openai_api.RequestCache`'s folder), so a worker resumes as a
+        local run does."""
+        from dsgen.generation.openai_api import RequestCache
 
-    def log(self) -> Path:
-        return Path("logs") / self.need.path.with_suffix(".log")
-
-    def label(self) -> str:
-        return f"dataset {self.need.path.name}"
+        return [self.partial(), RequestCache(self.need.path).folder]
 
 
 @dataclass
-class FitTask(Task):
+class FitTask(NeedTask):
     kind: ClassVar[str] = "fit"
     need: FitNeed = None  # type: ignore[assignment]
     datasets: list[Path] = field(default_factory=list)
@@ -110,12 +126,6 @@ class FitTask(Task):
 
     def reads(self) -> list[Path]:
         return list(self.datasets)
-
-    def log(self) -> Path:
-        return Path("logs") / self.need.path.with_suffix(".log")
-
-    def label(self) -> str:
-        return f"fit {self.need.path.name}"
 
 
 @dataclass

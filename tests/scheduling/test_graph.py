@@ -2,23 +2,20 @@
 the Ray scheduler's pieces that need no Ray: task slots per node, declared memory, how the driver writes what a
 worker returns, the progress view over runs."""
 
-import random
 from pathlib import Path
 
 import pytest
 
 from dsgen.presets import Preset
 from dsgen.runner import Runner, run_many
+from tests.mock_components import word_sentences_file
 from tests.scheduling.plugins import register
 
 
 @pytest.fixture(scope="module")
 def unit(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
     register()
-    inputs = tmp_path_factory.mktemp("inputs") / "x1.txt"
-    rng = random.Random(0)
-    words = "a man woman dog cat plays runs guitar piano eats food street car red blue sits".split()
-    inputs.write_text("\n".join(" ".join(rng.choice(words) for _ in range(7)) + "." for _ in range(40)))
+    inputs = word_sentences_file(tmp_path_factory.mktemp("inputs"))
     preset = Preset(name="unit", seeds=[1, 2], data_seeds=[42], inputs=str(inputs), tasks=["sts16"], max_inputs=12,
                     generation={"generator": str(tiny_lm_dir), "device": "cpu"},
                     training={"encoder": str(tiny_encoder_dir), "batch_size": 16, "device": "cpu",
