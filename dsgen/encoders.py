@@ -190,6 +190,37 @@ def build_t5_encoder(name: str, device: str, max_seq_length: int = 64) -> Any:
 # -- loading any encoder by name --------------------------------------------------------------------
 
 
+def dsgen_modules_only(folder: Any) -> bool:
+    """Whether a sentence-transformers folder names only the library's and dsgen's own module classes (a model dsgen
+    saved: a causal-LM slice with :class:`Standardize`, a run's kept model, a SimCSE guide) and ships no code of its
+    own: such a folder may be loaded with ``trust_remote_code=True`` (recent sentence-transformers refuse a module
+    class outside the library without it), since every class it names is installed code."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    modules = folder / "modules.json"
+    if not folder.is_dir() or not modules.is_file() or any(folder.rglob("*.py")):
+        return False
+    try:
+        types = [m.get("type", "") for m in json.loads(modules.read_text(encoding="utf-8"))]
+        config = folder / "config.json"
+        if config.is_file() and "auto_map" in json.loads(config.read_text(encoding="utf-8")):
+            return False  # the model's own code, possibly from the Hub
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+    return all(t.startswith(("sentence_transformers.", "dsgen.")) for t in types)
+
+
+def load_saved(folder: Any, device: str, **kwargs: Any) -> Any:
+    """A ``SentenceTransformer`` from a folder or id; a folder of dsgen's own modules (:func:`dsgen_modules_only`)
+    loaded with them."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(folder), device=device, trust_remote_code=dsgen_modules_only(folder), **kwargs)
+
+
+
 def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None = None) -> Any:
     """A ``SentenceTransformer``: an alias, a causal-LM encoder spec (:mod:`dsgen.encoders`), or an
     HF / sentence-transformers id or directory (a plain transformer gets mean pooling).
@@ -198,8 +229,6 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
     global random state, so the result does not depend on what ran before.
     """
     from pathlib import Path
-
-    from sentence_transformers import SentenceTransformer
 
     from dsgen.seeding import seeded
 
@@ -213,6 +242,6 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
         path = encoder_path(name)
         revision, local_only = (None, True) if Path(path).is_dir() else hub_revision(path, "encoder")
         try:
-            return SentenceTransformer(path, device=device, local_files_only=local_only, revision=revision)
+            return load_saved(path, device, local_files_only=local_only, revision=revision)
         except (OSError, ValueError) as exc:
             raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None

@@ -302,7 +302,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         data_seed = single[0] if single else None
     plan = RunPlan(method, preset, seed, ov, data_seed)
     data_seed_layer = ("data seed", data_seed) if data_seed is not None else ("seed", seed)
-    # the preset's settings for this method alone ([methods.<name>.<section>]: a paper's per-method scale)
+    # the preset's settings for this method alone ([methods.<name>.<section>]: a paper's per-method scale, a CPU
+    # preset's departures for one method): over the method's own settings, as the more specific choice of the preset
     own = {section: dict(values) for section, values in preset.methods.get(method.name, {}).items()}
     check_method_keys(preset, method, own)
     if method.generator:
@@ -320,8 +321,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
 
         def generation(extra_preset: dict[str, Any], recipe: dict[str, Any],
                        section: str = "generation") -> tuple[Any, dict[str, str]]:
-            layer = {**_known({**preset.generation, **extra_preset}, cls, method.generator), **own_generation}
-            cfg, origins = resolve(cls, [("preset", layer), ("method", recipe),
+            layer = _known({**preset.generation, **extra_preset}, cls, method.generator)
+            cfg, origins = resolve(cls, [("preset", layer), ("method", recipe), ("preset", own_generation),
                                          ("command line", ov.layer("generation", cls)),
                                          (data_seed_layer[0], _known({"seed": data_seed_layer[1]}, cls))])
             if not api:
@@ -358,8 +359,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
         """A labeller or reweighter from the preset's section, the method's settings and the command line."""
         cls = registry.get(name)
         cfg, origins = resolve(cls.config_class, [
-            ("preset", {**_known(preset_section, cls.config_class, name), **own.get(section, {})}),
-            ("method", method_config),
+            ("preset", _known(preset_section, cls.config_class, name)), ("method", method_config),
+            ("preset", own.get(section, {})),
             ("command line", ov.layer(section, cls.config_class))])
         return cls(cfg), origins
 
@@ -380,8 +381,8 @@ def plan_run(method: Method | str, preset: Preset, seed: int, overrides: Overrid
     if method.trainer:
         cls = TRAINERS.get(method.trainer)
         cfg, plan.origins["trainer"] = resolve(cls.config_class, [
-            ("preset", {**_known(preset.training, cls.config_class, method.trainer), **own.get("training", {})}),
-            ("method", method.trainer_config),
+            ("preset", _known(preset.training, cls.config_class, method.trainer)), ("method", method.trainer_config),
+            ("preset", own.get("training", {})),
             ("command line", ov.layer("training", cls.config_class))])
         plan.trainer = cls(cfg)
         plan.encoder = cfg.encoder

@@ -11,9 +11,10 @@ selection is described).
 
 How much data: E5 writes its anchors itself, so it makes as many calls as the preset gives every method that writes
 its inputs (``x1_entries_per_label`` per label: as many as ``dino-x1x2``'s and ``syncse-scratch``'s x1; 40 x 3 on
-``cpu``, 5,000 x 3 on ``paper``), a call whose answer does not parse asked again up to 10 times (``max_attempts``): on
-``cpu`` SmolLM2-135M's answers parse about 1 time in 8 (3 of 24 in a measurement, 20 rejected as unparsed JSON), so 10
-tries keep about 3 in 4 calls, about 90 triplets, against a fixed 300 calls and 11 triplets before. Output cap: no
+``cpu``, 5,000 x 3 on ``paper``), a call whose answer does not parse asked again up to 10 times (``max_attempts``). On
+``cpu`` SmolLM2-135M's answers parse about 1 time in 22 (data seed 1: 44 of 984 tries, 847 rejected as unparsed JSON,
+93 unclosed), so 40 x 3 calls made 37 triplets, one optimizer step at batch 64: ``cpu`` gives E5 three times the
+calls and batch 8 (``[methods.e5-sts]`` in ``benchmarks/presets/cpu.toml``, a named departure). Output cap: no
 generation code is published and GPT-4's API caps nothing by default; an answer holds three sentences and the JSON
 around them, so three times the measured cap of one sentence (:data:`dsgen.methods.syncse.SENTENCE_TOKENS`, 80) plus
 the keys: 256 tokens (SmolLM2's answers took 59 tokens on average).

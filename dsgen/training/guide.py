@@ -93,11 +93,10 @@ def save_guide(model: Any, folder: Any) -> None:
 
 def load_guide(folder: Any, device: str = "auto") -> Any:
     """A stored guide, frozen and in evaluation mode."""
-    from sentence_transformers import SentenceTransformer
-
+    from dsgen.encoders import load_saved
     from dsgen.models import resolve_device
 
-    model = SentenceTransformer(str(folder), device=resolve_device(device), local_files_only=True)
+    model = load_saved(folder, resolve_device(device), local_files_only=True)
     model.eval()
     model.requires_grad_(False)
     return model

@@ -154,13 +154,14 @@ def test_multicsrs_loss_is_multicsrs_code_and_masks_only_what_its_guide_finds_ab
 def test_the_guide_is_unsupervised_simcse_on_the_methods_inputs(tiny_lm_dir, sts_data_dir, monkeypatch, tmp_path):
     """Trained from the run's encoder on the method's input sentences, (x, x) with dropout as the only noise (a Llama
     encoder has none: SimCSE's 0.1 is set on its attention), at SimCSE's unsupervised recipe; stored and loaded back
-    as the same encoder."""
+    as the same encoder, dsgen's own modules with it (``standardize=1``, as `cpu`'s encoder: recent sentence-transformers
+    refused the stored folder's ``dsgen.encoders.Standardize`` without ``trust_remote_code``, and MultiCSR crashed)."""
     import torch
 
     monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
     from dsgen.training.guide import load_guide, save_guide, train_simcse_guide
 
-    encoder = f"lm:{tiny_lm_dir}?layers=2&pooling=mean&standardize=0"
+    encoder = f"lm:{tiny_lm_dir}?layers=2&pooling=mean&standardize=1"
     rng = random.Random(5)
     texts = [sentence(rng) for _ in range(70)]
     guide, log = train_simcse_guide(encoder, texts + texts[:3], "cpu", progress=False, seed=7)
@@ -169,6 +170,7 @@ def test_the_guide_is_unsupervised_simcse_on_the_methods_inputs(tiny_lm_dir, sts
     assert not guide.training and not any(p.requires_grad for p in guide.parameters())
     save_guide(guide, tmp_path / "guide")
     back = load_guide(tmp_path / "guide", "cpu")
+    assert [type(m).__name__ for m in back] == ["Transformer", "Pooling", "Standardize"]
     a, b = guide.encode(texts[:4], convert_to_tensor=True), back.encode(texts[:4], convert_to_tensor=True)
     assert torch.allclose(a, b, atol=1e-5)
 
