@@ -1,7 +1,7 @@
 """Variance components of a comparison's runs: how much of a method's spread comes from the data seed and how
 much from the training seed on fixed data, for each method and for the paired differences the claims use.
 
-    python -m dsgen.benchmarks.variance runs/variance cpu cpu-no-selection ...
+    python -m dsgen.benchmarks.variance runs/variance cpu cpu-paper-selection ...
 
 reads every result file under ``<runs>/results/<preset>/`` (one folder per preset named) and prints Markdown:
 per (preset, method, variant) the mean over runs, ``train_sd`` (between training seeds on one dataset, pooled),

@@ -24,6 +24,9 @@ from dsgen.errors import DsgenError
 class Preset(Config):
     """One preset.
 
+    A preset file may start from another with ``extends = "<preset>"`` (a built-in name, or a file relative to its own
+    folder) and state only what it changes, table by table; the description is not inherited.
+
     Args:
         name / description: shown in tables and ``dsgen run --help``.
         seeds: training seeds (TOML ``seeds`` or ``train_seeds``): postprocessing, reweighting,
@@ -48,8 +51,8 @@ class Preset(Config):
         postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,
             over the method's own (for controls such as ``shuffle_labels``).
         methods: settings for one method alone, ``[methods.<name>.<section>]`` with the sections generation,
-            labelling, reweighting and training, over the preset's sections and under the method's own settings
-            (the ``paper`` preset's per-method scale: each later method's encoder, batch and generator, where
+            labelling, reweighting and training, over the preset's sections and over the method's own settings
+            (a scale's departure for one method; under the command line) (the ``paper`` preset's per-method scale: each later method's encoder, batch and generator, where
             ``generator = "openai:<model>"`` asks an OpenAI-compatible endpoint, as ``--generator`` does).
     """
 
@@ -100,29 +103,70 @@ def builtin_presets() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("dsgen.benchmarks.presets").iterdir() if p.name.endswith(".toml"))
 
 
-def load_preset(name: str) -> Preset:
-    """A built-in preset by name, or a TOML file by path."""
-    path = Path(name)
-    if name.endswith(".toml") and path.is_file():
-        text, label = path.read_text(encoding="utf-8"), path.stem
-    else:
-        known = builtin_presets()
-        if name not in known:
-            from dsgen.suggest import unknown
-
-            raise DsgenError(unknown("preset", name, known) + ", or a path to a .toml file")
-        text, label = (resources.files("dsgen.benchmarks.presets") / f"{name}.toml").read_text(encoding="utf-8"), name
+def _read(name: str, text: str, label: str, ident: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A preset file's settings, over those of the preset it names in ``extends`` (a built-in preset, or a path, taken
+    relative to the file's own folder; its tables merged key by key, so a larger design of ``cpu`` states only what it
+    changes; its description not inherited). ``ident`` names the preset for the loop check (a resolved path, or
+    ``builtin:<name>``)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DsgenError(f"preset {name}: invalid TOML ({exc})") from None
     data.setdefault("name", label)
-    if "train_seeds" in data:
-        if "seeds" in data:
-            raise DsgenError(f"preset {name}: give 'train_seeds' or 'seeds' (the same setting), not both")
-        data["seeds"] = data.pop("train_seeds")
+    _check_spellings(name, data)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise DsgenError(f"preset {name}: 'extends' must name another preset (got {parent!r})")
+    if parent.endswith(".toml") and not ident.startswith("builtin:") and not Path(parent).is_absolute():
+        parent = str(Path(ident).parent / parent)
+    text2, label2, ident2 = _text(parent)
+    if ident2 in (*seen, ident):
+        raise DsgenError(f"preset {name}: 'extends' makes a loop through {parent}; name another preset")
+    base = _read(parent, text2, label2, ident2, (*seen, ident))
+    base.pop("description", None)
+    return _merge(base, data)
+
+
+def _check_spellings(name: str, data: dict[str, Any]) -> None:
+    if "train_seeds" in data and "seeds" in data:
+        raise DsgenError(f"preset {name}: give 'train_seeds' or 'seeds' (the same setting), not both")
     if "data_seed" in data and "data_seeds" in data:
         raise DsgenError(f"preset {name}: give 'data_seeds' or 'data_seed', not both")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    for a, b in (("seeds", "train_seeds"), ("data_seed", "data_seeds")):  # one setting, two spellings: the file's wins
+        if a in over:
+            out.pop(b, None)
+        elif b in over:
+            out.pop(a, None)
+    return out
+
+
+def _text(name: str) -> tuple[str, str, str]:
+    """A preset's TOML text, label (its file's stem or its built-in name) and identity (resolved path or built-in)."""
+    path = Path(name)
+    if name.endswith(".toml") and path.is_file():
+        return path.read_text(encoding="utf-8"), path.stem, str(path.resolve())
+    known = builtin_presets()
+    if name not in known:
+        from dsgen.suggest import unknown
+
+        raise DsgenError(unknown("preset", name, known) + ", or a path to a .toml file")
+    text = (resources.files("dsgen.benchmarks.presets") / f"{name}.toml").read_text(encoding="utf-8")
+    return text, name, f"builtin:{name}"
+
+
+def load_preset(name: str) -> Preset:
+    """A built-in preset by name, or a TOML file by path."""
+    data = _read(name, *_text(name))
+    if "train_seeds" in data:
+        data["seeds"] = data.pop("train_seeds")
     preset = Preset.from_dict(data)
     if not preset.seeds or not all(isinstance(s, int) for s in preset.seeds):
         raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of integers")

@@ -82,6 +82,47 @@ def test_every_preset_loads_and_plans_dino(name):
     assert len({plan.run for plan in plans}) == len(plans)  # each run named by its own (data seed, training seed)
 
 
+def test_a_preset_that_extends_another_states_only_what_it_changes(tmp_path):
+    """``extends``: the parent's settings, this file's over them table by table (the experiments and the larger
+    claims design of ``cpu`` are written so); a loop of presets is one line, not a recursion error."""
+    from dsgen.errors import DsgenError
+
+    child = tmp_path / "cpu-ema-test.toml"
+    child.write_text('extends = "cpu"\ndescription = "d"\ntrain_seeds = [4]\n[training]\nselection_rule = "ema"\n'
+                     'ema_decay = 0.9\n', encoding="utf-8")
+    cpu, ext = load_preset("cpu"), load_preset(str(child))
+    assert ext.name == "cpu-ema-test" and ext.description == "d" and ext.seeds == [4]
+    assert ext.data_seeds == cpu.data_seeds and ext.tasks == cpu.tasks and ext.methods == cpu.methods
+    assert ext.training == {**cpu.training, "selection_rule": "ema", "ema_decay": 0.9}
+    assert ext.training["contrastive"] == cpu.training["contrastive"]  # a table merged, not replaced
+    loop = tmp_path / "loop.toml"
+    loop.write_text('extends = "loop.toml"\n', encoding="utf-8")  # relative: to the file's own folder
+    with pytest.raises(DsgenError, match="'extends' makes a loop"):
+        load_preset(str(loop))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "cpu.toml").write_text('extends = "cpu"\ndata_seeds = [1, 2]\nseeds = [5]\n', encoding="utf-8")
+    own = load_preset(str(tmp_path / "sub" / "cpu.toml"))  # a file named like the built-in it extends
+    assert own.data_seeds == [1, 2] and own.seeds == [5] and own.training == cpu.training
+    (tmp_path / "both.toml").write_text('extends = "cpu"\nseeds = [1]\ntrain_seeds = [2]\n', encoding="utf-8")
+    with pytest.raises(DsgenError, match="not both"):
+        load_preset(str(tmp_path / "both.toml"))
+
+
+def test_a_presets_section_for_one_method_wins_over_the_methods_own_settings():
+    """``[methods.<name>.<section>]`` is the preset's choice for that method alone (cpu: the SimCSE family at the rate
+    every other method trains the raw encoder at, not their papers' 5e-5), so it is over the method's recipe; the
+    preset's sections for every method stay under it (SynCSE's 3 epochs are its own)."""
+    cpu = load_preset("cpu")
+    plan = plan_run("syncse-partial", cpu, 1, data_seed=1)
+    assert plan.trainer.config.learning_rate == 1e-3 and plan.origins["trainer"]["learning_rate"] == "preset"
+    assert plan.trainer.config.batch_size == 16 and plan.trainer.config.epochs == 3.0
+    assert plan.origins["trainer"]["epochs"] == "method"
+    e5 = plan_run("e5-sts", cpu, 1, data_seed=1)
+    assert e5.generation.entries_per_label == 120 and e5.trainer.config.batch_size == 8
+    dino = plan_run("dino", cpu, 1, data_seed=1)
+    assert dino.trainer.config.learning_rate == 1e-3 and dino.trainer.config.batch_size == 32
+
+
 def test_a_registry_checks_the_kind_and_names_the_class():
     from dsgen.errors import DsgenError
     from dsgen.reweighting.base import Reweighter, ReweightReport

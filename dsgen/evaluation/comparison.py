@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.evaluation.results import Result
+from dsgen.evaluation.results import STAGE_TIMINGS, Result
 from dsgen.evaluation.statistics import Interval, nested_interval, paired_bootstrap, percentile_interval
-
-STAGES = ("generate", "reweight", "train", "evaluate")
 
 NEAR_CONSTANT_SD = 0.05
 """A trained method whose average score varies by less than this between training seeds on one dataset (sample
@@ -144,19 +142,21 @@ class Comparison:
         return sorted({describe_encoder(r.model) for rs in self.results.values() for r in rs})
 
     def stage_seconds(self) -> dict[str, dict[str, float]]:
-        """Seconds per stage summed over each method's runs, as recorded in the result files; the
-        ``dataset`` row counts each distinct dataset's generation once."""
+        """Seconds per stage summed over each method's runs, as recorded in the result files
+        (:meth:`Result.stage_seconds`); the last row makes each distinct dataset and data-level fit once
+        (:meth:`Result.made`)."""
         out: dict[str, dict[str, float]] = {}
-        datasets: dict[str, float] = {}
+        made: dict[str, dict[str, float]] = {"datasets": {}, "fits": {}}
         for m in self.methods:
-            row = {s: 0.0 for s in STAGES}
+            row = {s: 0.0 for s in STAGE_TIMINGS}
             for r in self.results[m]:
-                for s in STAGES:
-                    row[s] += float(r.timings.get(f"{s}_seconds", 0.0))
-                if "dataset_key" in r.extra:
-                    datasets[r.extra["dataset_key"]] = float(r.timings.get("dataset_generate_seconds", 0.0))
+                for s, v in r.stage_seconds().items():
+                    row[s] += v
+                for kind, keyed in r.made().items():
+                    made[kind].update(keyed)
             out[m] = {k: round(v, 1) for k, v in row.items()}
-        out["(each dataset once)"] = {"generate": round(sum(datasets.values()), 1)}
+        out["(each dataset and fit once)"] = {"generate": round(sum(made["datasets"].values()), 1),
+                                              "fit": round(sum(made["fits"].values()), 1)}
         return out
 
     def spread(self) -> dict[str, dict[str, float]]:

@@ -5,6 +5,7 @@ Tables are always built from these files, never from memory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ from dsgen.artifacts import package_versions, read_json, write_json
 from dsgen.errors import DsgenError
 
 SCHEMA_VERSION = 1
+
+# A run's stages and the timings (``<stage>_seconds`` keys of a result file) each one sums: ``generate`` is what the
+# run spent getting its datasets (reading a cached one costs little), ``data quality`` dsgen's own label-agreement
+# diagnostic (comparison tables), not a method's stage. ``label``, ``reweight`` and ``train`` include getting their
+# data-level fit (``data_fit_seconds``: making it, where the run made it, else loading it).
+STAGE_TIMINGS = {"generate": ("generate_seconds",), "postprocess": ("postprocess_seconds",),
+                 "label": ("label_seconds",), "reweight": ("reweight_seconds",),
+                 "train": ("train_seconds",), "data quality": ("data_quality_seconds",),
+                 "evaluate": ("evaluate_seconds",)}
 
 
 def predictions_path(path: Path) -> Path:
@@ -86,6 +96,23 @@ class Result:
         from dsgen.training.fit import training_failure
 
         return training_failure(self.extra.get("training"))
+
+    def stage_seconds(self) -> dict[str, float]:
+        """What this run's own stages cost (:data:`STAGE_TIMINGS`), from its timings; a cached dataset or fit it
+        read costs it nothing here (:meth:`made` says what making them cost)."""
+        return {stage: math.fsum(float(self.timings.get(k, 0.0)) for k in keys) for stage, keys in STAGE_TIMINGS.items()}
+
+    def made(self) -> dict[str, dict[str, float]]:
+        """What making the data-level artefacts this run read cost, by key, however often they are read: ``datasets``
+        (its generated datasets: train, with RISE's dev and DINO-x1x2's x1, under one key) and ``fits`` (data-level
+        fits such as RISE's SDI classifier). Summing these over runs by key counts each artefact once."""
+        datasets, fits = {}, {}
+        if self.extra.get("dataset_key"):
+            key = "+".join(str(self.extra[k]) for k in ("dataset_key", "dev_dataset_key") if self.extra.get(k))
+            datasets[key] = float(self.timings.get("dataset_generate_seconds", 0.0))
+        for fit in (self.extra.get("data_fits") or {}).values():
+            fits[str(fit.get("key"))] = float(fit.get("fit_seconds") or 0.0)
+        return {"datasets": datasets, "fits": fits}
 
     @property
     def average(self) -> float:

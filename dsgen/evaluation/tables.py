@@ -216,7 +216,8 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
                   "seeds, over all training pairs and over the generated ones only.", "",
                   pd.DataFrame.from_dict(quality, orient="index").rename_axis("method").to_markdown(), ""]
     lines += ["## Time per stage (seconds, summed over each method's runs)", "",
-              pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method").to_markdown(missingval=""),
+              (lambda f: f.astype(object).where(f.notna(), None))(
+                  pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method")).to_markdown(missingval=""),
               ""]
     reweighted = {m: [(r.run, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
     if any(reweighted.values()):

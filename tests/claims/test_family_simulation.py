@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from dsgen.claims import ALPHA, FOUNDING, judge_all, load_claims
+from dsgen.benchmarks.design import RHO_DATA, RHO_TRAIN, NestedModel
 from dsgen.evaluation.statistics import holm
 
 SPREAD = {  # method: (training sd, data-seed sd), Spearman x 100, measured on cpu (3 x 3)
@@ -22,28 +23,12 @@ SPREAD = {  # method: (training sd, data-seed sd), Spearman x 100, measured on c
     "dino-decay0": (1.41, 0.00), "dino-decay200": (1.93, 0.00), "dino-no-smoothing": (1.91, 0.87),
     "dino-no-augmentation": (1.82, 2.51), "gense": (0.48, 0.47), "gense-no-filter": (0.48, 0.47),
     "rise": (1.17, 1.97), "rise-dino": (1.45, 1.67), "rise-filter": (2.01, 2.07), "rise-random": (1.63, 0.00)}
-SHARED = (("dino", "dino-no-smoothing", "dino-no-augmentation"), ("rise", "rise-dino", "rise-filter", "rise-random"),
-          ("gense", "gense-no-filter"))
-RHO_DATA, RHO_TRAIN = 0.9, 0.2
 CLAIMS = load_claims(list(FOUNDING))  # the family `make claims` judges: the control apart, 10 papers' claims
 
 
 def draw(rng, means, n_data, n_train, rho_data=RHO_DATA, rho_train=RHO_TRAIN, averaged=1):
-    """One comparison's scores: method -> (data seed, training seed) -> score. ``averaged``: each run stands for
-    the mean of that many training seeds (its training sd divided by the square root): the data seeds' means of
-    a larger design drawn directly, which is all the test reads."""
-    group = {m: g for g, members in enumerate(SHARED) for m in members}
-    data_z = rng.normal(size=(len(SHARED), n_data))
-    train_z = rng.normal(size=(len(SHARED), n_data, n_train))
-    scores = {}
-    for m, (train_sd, data_sd) in SPREAD.items():
-        a, e = rng.normal(size=n_data), rng.normal(size=(n_data, n_train))
-        if m in group:
-            a = np.sqrt(rho_data) * data_z[group[m]] + np.sqrt(1 - rho_data) * a
-            e = np.sqrt(rho_train) * train_z[group[m]] + np.sqrt(1 - rho_train) * e
-        x = means.get(m, 55.0) + data_sd * a[:, None] + train_sd / np.sqrt(averaged) * e
-        scores[m] = {(d + 1, t + 1): float(x[d, t]) for d in range(n_data) for t in range(n_train)}
-    return scores
+    """One comparison's scores from the nested model of the design study (the same code draws both)."""
+    return NestedModel(SPREAD, means, rho_data=rho_data, rho_train=rho_train).draw(rng, n_data, n_train, averaged)
 
 
 def right(claim, verdict, means, strict=False):

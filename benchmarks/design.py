@@ -1,0 +1,308 @@
+"""The claims design chosen by measurement (issue 31, item 5): how many data seeds, training seeds per data seed,
+decide the most of the papers' claims within a time budget.
+
+    python -m dsgen.benchmarks.design --scores results/cpu/claims.json --costs runs/cost --preset cpu \\
+        --budget 9900 [--draws 400] [--json runs/design.json]
+
+Two measurements go in, and one model:
+
+- **What a run scores** (``--scores``, the ``claims.json`` of a ``dsgen claims`` run at D data seeds x T training
+  seeds): each method's mean and its two spreads, training and data seed
+  (:func:`dsgen.evaluation.statistics.variance_components`).
+- **What a data seed costs** (``--costs``, a runs folder with one data seed of every method): the seconds of each
+  stage, read from the result files' ``timings`` and the datasets' and fits' records (:func:`stage_costs`). A
+  data seed costs ``generation + data-level fits + T x (every method's run)``: datasets and fits are made once per
+  data seed and shared by the runs and methods that read them.
+- **The nested model** (:class:`NestedModel`): a run's score is ``mean + data-seed effect + training effect``,
+  with each method's own spreads; methods that read one generated dataset share their data-seed effects with
+  correlation ``rho_data`` and their training effects with ``rho_train``. The claims report's own procedure
+  (:func:`dsgen.claims.judge_all`: the control alone, Holm over the papers' claims) judges each draw; the share
+  of draws in which a claim is decided is its plug-in power at that design (the measured means and spreads taken
+  as the truth, as the report's "what would decide it" column does). The same model is the family simulation's
+  (``tests/claims/test_family_simulation.py``) that checks the procedure's error rate.
+
+Every design (D, T) whose predicted time fits the budget is scored by the expected number of the papers' claims
+decided; the table lists them best first. Inputs per data seed are not varied: the learning curve
+(results/cpu/curve-*.md) measured DINO's training spread growing with its data (sd 0.71, 0.58, 2.29 at 100,
+300, 1,000 inputs) and its mean not moving, so a larger data seed costs more and resolves less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsgen.evaluation.statistics import Run
+
+# Methods of the claims that read one generated dataset per data seed (the rest generate their own or none).
+SHARED = (("dino", "dino-no-smoothing", "dino-no-augmentation"), ("rise", "rise-dino", "rise-filter", "rise-random"),
+          ("gense", "gense-no-filter"))
+# Observed on cpu (3 x 3): +0.77 to +0.99 between the data-seed means of methods on one dataset; the mean
+# correlation of their training residuals 0.2 (-0.36 to +0.82).
+RHO_DATA, RHO_TRAIN = 0.9, 0.2
+
+
+@dataclass
+class NestedModel:
+    """Scores of a comparison drawn from a nested model: per method a mean (``means``, default ``default_mean``)
+    and ``spread[method] = (training sd, data-seed sd)``; the methods of a ``shared`` group correlated."""
+
+    spread: dict[str, tuple[float, float]]
+    means: dict[str, float] = field(default_factory=dict)
+    shared: tuple[tuple[str, ...], ...] = SHARED
+    rho_data: float = RHO_DATA
+    rho_train: float = RHO_TRAIN
+    default_mean: float = 55.0
+
+    @classmethod
+    def from_scores(cls, scores: dict[str, dict[Run, float]], **kw: Any) -> "NestedModel":
+        """The model measured on a comparison's runs: each method's mean and variance components."""
+        from dsgen.evaluation.statistics import variance_components
+
+        spread, means = {}, {}
+        for m, runs in scores.items():
+            if not runs:
+                continue
+            vc = variance_components(runs)
+            if len(set(runs.values())) > 1 and (vc["train_sd"] != vc["train_sd"] or vc["data_sd"] != vc["data_sd"]):
+                raise SystemExit(f"'{m}': its runs cannot tell training from data-seed spread (give the study a claims "
+                                 "run of 2 or more data seeds x 2 or more training seeds)")
+            spread[m] = (vc["train_sd"] if vc["train_sd"] == vc["train_sd"] else 0.0,
+                         vc["data_sd"] if vc["data_sd"] == vc["data_sd"] else 0.0)  # constant (base): no spread
+            means[m] = math.fsum(runs.values()) / len(runs)
+        return cls(spread, means, **kw)
+
+    def draw(self, rng: Any, n_data: int, n_train: int, averaged: int = 1) -> dict[str, dict[Run, float]]:
+        """One comparison's scores: method -> (data seed, training seed) -> score. ``averaged``: each run stands for
+        the mean of that many training seeds (its training sd divided by the square root): the data seeds' means
+        of a larger design drawn directly, which is all the claims' tests read."""
+        import numpy as np
+
+        group = {m: g for g, members in enumerate(self.shared) for m in members}
+        data_z = rng.normal(size=(len(self.shared), n_data))
+        train_z = rng.normal(size=(len(self.shared), n_data, n_train))
+        scores = {}
+        for m, (train_sd, data_sd) in self.spread.items():
+            a, e = rng.normal(size=n_data), rng.normal(size=(n_data, n_train))
+            if m in group:
+                a = np.sqrt(self.rho_data) * data_z[group[m]] + np.sqrt(1 - self.rho_data) * a
+                e = np.sqrt(self.rho_train) * train_z[group[m]] + np.sqrt(1 - self.rho_train) * e
+            x = self.means.get(m, self.default_mean) + data_sd * a[:, None] + train_sd / np.sqrt(averaged) * e
+            scores[m] = {(d + 1, t + 1): float(x[d, t]) for d in range(n_data) for t in range(n_train)}
+        return scores
+
+
+def scores_from_claims(path: str | Path) -> tuple[dict[str, dict[Run, float]], dict[str, str]]:
+    """Per method, every run's 7-column average, as ``dsgen claims`` recorded them (``claims.json``), and the
+    methods that produced no model there, with why."""
+    record = json.loads(Path(path).read_text())
+    scores = {m: {(int(d), int(s)): float(v) for d, s, v in runs} for m, runs in record["scores"].items()}
+    failed = {f["method"]: f["reason"] for f in record.get("failures", []) if f["method"] not in scores}
+    return scores, failed
+
+
+def stage_costs(runs: str | Path, preset: str) -> dict[str, dict[str, Any]]:
+    """Seconds per stage of one data seed of each method, measured in a runs folder, from the results of the variant
+    ``preset`` plans today (a method's results under older settings, in other variant folders, are left out): the
+    mean over its runs of each run stage (:meth:`dsgen.evaluation.results.Result.stage_seconds`; ``run`` their sum
+    without getting the data-level fit, which the stage columns include), and the data-level work made once per data
+    seed (:meth:`~dsgen.evaluation.results.Result.made`): ``generate data`` (the datasets the runs read) and ``fit``
+    (data-level fits such as RISE's SDI classifier), each averaged over the data seeds measured. ``datasets`` and
+    ``fits`` name them (``<data seed>:<key>``), so that :func:`data_seed_seconds` counts a shared one once; ``needs``
+    names the methods whose dataset a method reads besides its own (``human`` is sized by DINO's); ``once`` marks a
+    method whose runs are one run (``base``: no seed reaches it), paid once whatever the design."""
+    from dsgen.evaluation.results import STAGE_TIMINGS, Result
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+
+    planned: dict[str, str] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((Path(runs) / "results" / preset).glob("*/*/data-*-seed-*.json")):
+        if path.name.endswith((".failed.json", ".meta.json")):
+            continue
+        r = Result.load(path)
+        d = r.run[0]
+        if r.method not in planned:
+            planned[r.method] = plan_run(r.method, load_preset(preset), r.seed or 1, data_seed=d).variant
+        if path.parent.name != planned[r.method]:
+            continue
+        row = out.setdefault(r.method, {"runs": 0, **{s: 0.0 for s in STAGE_TIMINGS}, "run": 0.0, "datasets": {},
+                                        "fits": {}, "data_seeds": [], "needs": [], "run_keys": []})
+        row["runs"] += 1
+        row["data_seeds"] = sorted({*row["data_seeds"], d})
+        row["run_keys"] = sorted({*row["run_keys"], str(r.extra.get("run_key"))})
+        stages = r.stage_seconds()
+        for stage, seconds in stages.items():
+            row[stage] += seconds
+        row["run"] += math.fsum(stages.values()) - float(r.timings.get("data_fit_seconds", 0.0))
+        made = r.made()
+        row["datasets"].update({f"{d}:{k}": v for k, v in made["datasets"].items()})
+        row["fits"].update({f"{d}:{k}": v for k, v in made["fits"].items()})
+        sized_by = (r.extra.get("size_of") or {}).get("method")
+        if sized_by:
+            row["needs"] = sorted({*row["needs"], sized_by})
+    for row in out.values():
+        for stage in (*STAGE_TIMINGS, "run"):
+            row[stage] /= max(row["runs"], 1)
+        row["once"] = row["runs"] > 1 and len(row["run_keys"]) == 1
+        row["generate data"] = math.fsum(row["datasets"].values()) / len(row["data_seeds"])
+        row["fit"] = math.fsum(row["fits"].values()) / len(row["data_seeds"])
+    return out
+
+
+def _with_needs(costs: dict[str, dict[str, Any]], methods: list[str]) -> list[str]:
+    out = list(dict.fromkeys(methods))
+    for m in list(out):
+        out += [n for n in costs[m].get("needs", []) if n not in out]
+    return out
+
+
+def data_seed_seconds(costs: dict[str, dict[str, Any]], methods: list[str], train_seeds: int) -> float:
+    """Predicted seconds of one data seed of ``methods`` at ``train_seeds`` training seeds: each dataset and fit
+    once (those of the methods they read too, averaged over the data seeds measured), each method's run
+    ``train_seeds`` times (a method whose runs are one run, ``once``, is :func:`fixed_seconds`)."""
+    made: dict[str, float] = {}
+    data_seeds: set[int] = set()
+    runs = 0.0
+    for m in _with_needs(costs, methods):
+        made.update({f"dataset {k}": v for k, v in costs[m]["datasets"].items()})
+        made.update({f"fit {k}": v for k, v in costs[m]["fits"].items()})
+        data_seeds.update(costs[m]["data_seeds"])
+        if m in methods and not costs[m].get("once"):
+            runs += costs[m]["run"]
+    return math.fsum(made.values()) / max(len(data_seeds), 1) + train_seeds * runs
+
+
+def fixed_seconds(costs: dict[str, dict[str, Any]], methods: list[str]) -> float:
+    """What a claims run pays once whatever its design: the runs no seed reaches (``base``)."""
+    return math.fsum(costs[m]["run"] for m in methods if costs[m].get("once"))
+
+
+def decide_rates(model: NestedModel, claims: list[Any], n_data: int, n_train: int, draws: int,
+                 seed: int = 0) -> dict[str, float]:
+    """Share of ``draws`` comparisons of the model at ``n_data`` x ``n_train`` in which each claim is decided by the
+    claims report's procedure (claim id -> share)."""
+    import numpy as np
+
+    from dsgen.claims import judge_all
+
+    rng = np.random.default_rng(seed)
+    rates = {c.id: 0.0 for c in claims}
+    for _ in range(draws):
+        for v in judge_all(claims, model.draw(rng, n_data, n_train)):
+            rates[v.claim.id] += (v.verdict != "inconclusive") / draws
+    return rates
+
+
+def study(model: NestedModel, claims: list[Any], costs: dict[str, dict[str, Any]], budget: float,
+          data_seeds: range = range(2, 31), train_seeds: tuple[int, ...] = (1, 2, 3), draws: int = 400,
+          seed: int = 0, run: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Every design (D, T) whose predicted time is within ``budget`` seconds: its time, the expected number of the
+    papers' claims decided (the sum of their decide rates), the control's rate and each claim's, best first."""
+    from dsgen.claims import claim_methods
+
+    methods = claim_methods(run if run is not None else claims)  # what a claims run runs (``run``: its claims)
+    missing = [m for m in _with_needs(costs, [m for m in methods if m in costs]) + methods if m not in costs]
+    if missing:
+        raise SystemExit(f"no cost measured for {', '.join(dict.fromkeys(missing))}: the --costs runs folder must hold "
+                         "a data seed of every method of the claims")
+    rows = []
+    for t in train_seeds:
+        per_seed = data_seed_seconds(costs, methods, t)
+        for d in data_seeds:
+            if d * per_seed + fixed_seconds(costs, methods) > budget:
+                break
+            rates = decide_rates(model, claims, d, t, draws, seed)
+            papers = [c.id for c in claims if not c.instrument]
+            rows.append({"data_seeds": d, "train_seeds": t, "runs_per_method": d * t,
+                         "seconds": d * per_seed + fixed_seconds(costs, methods),
+                         "expected_decided": math.fsum(rates[c] for c in papers),
+                         "control": min((rates[c.id] for c in claims if c.instrument), default=float("nan")),
+                         "rates": rates})
+    return sorted(rows, key=lambda r: (-round(r["expected_decided"], 2), r["seconds"]))
+
+
+def families(papers: tuple[str, ...], scores: dict[str, dict[Run, float]]) -> list[tuple[tuple[str, ...], list[Any],
+                                                                                        list[Any]]]:
+    """Every set of the papers a claims run could test (the instrument check always with them), with all its claims
+    (what the run costs: it runs their methods) and those with scores (what it can decide: a claim whose method
+    produced no model has no p-value at any design): which papers to run in the budget is a choice of the design too."""
+    from itertools import combinations
+
+    from dsgen.claims import load_claims
+
+    named = [p for p in papers if p != "control"]
+    out = []
+    for k in range(len(named), 0, -1):
+        for chosen in combinations(named, k):
+            every = load_claims([*chosen, "control"])
+            out.append((chosen, every, [c for c in every if all(m in scores for m in c.methods)]))
+    return out
+
+
+def markdown(rows: list[dict[str, Any]], costs: dict[str, dict[str, Any]], methods: list[str]) -> str:
+    import pandas as pd
+
+    from dsgen.evaluation.results import STAGE_TIMINGS
+
+    stage = pd.DataFrame([{"method": m, "datasets (per data seed)": costs[m]["generate data"], "fit": costs[m]["fit"],
+                           **{s: costs[m][s] for s in STAGE_TIMINGS}, "run": costs[m]["run"]} for m in methods])
+    designs = pd.DataFrame([{"papers": ", ".join(r["papers"]), "data seeds": r["data_seeds"],
+                             "training seeds": r["train_seeds"], "minutes": r["seconds"] / 60,
+                             "claims": r["claims"], "expected decided": r["expected_decided"], "control": r["control"]}
+                            for r in rows])
+    rates = pd.DataFrame([{"design": f"{'+'.join(r['papers'])} {r['data_seeds']}x{r['train_seeds']}", **r["rates"]}
+                          for r in rows[:4]]).set_index("design").T
+    return "\n".join(["### Seconds per stage of one data seed (result files' timings; datasets and fits once)", "",
+                      stage.to_markdown(index=False, floatfmt=".1f"), "",
+                      "### The best design within the budget for each set of papers (expected claims decided: plug-in, "
+                      "simulated)", "", designs.to_markdown(index=False, floatfmt=".2f"), "",
+                      "### Each claim's decide rate under the four best", "", rates.to_markdown(floatfmt=".2f"), ""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    from dsgen.claims import FOUNDING, load_claims
+
+    p = argparse.ArgumentParser(prog="python -m dsgen.benchmarks.design", description=__doc__.splitlines()[0])
+    p.add_argument("--scores", required=True, help="the claims.json of a `dsgen claims` run (every run's score)")
+    p.add_argument("--costs", required=True, help="a runs folder with one data seed of every method of the claims")
+    p.add_argument("--preset", default="cpu", help="the preset folder of --costs' results")
+    p.add_argument("--budget", type=float, default=9900.0, help="seconds (default 2 h 45 min)")
+    p.add_argument("--draws", type=int, default=400)
+    p.add_argument("--train-sd-scale", type=float, default=1.0,
+                   help="every training sd times this: what a steadier run would buy")
+    p.add_argument("--json", help="also write the study here")
+    a = p.parse_args(argv)
+    scores, failed = scores_from_claims(a.scores)
+    model = NestedModel.from_scores(scores)
+    model.spread = {m: (train * a.train_sd_scale, data) for m, (train, data) in model.spread.items()}
+    costs = stage_costs(a.costs, a.preset)
+    best = []
+    for papers, every, claims in families(FOUNDING, scores):
+        rows = study(model, claims, costs, a.budget, draws=a.draws, run=every)
+        if rows:
+            best.append({"papers": papers, "claims": sum(not c.instrument for c in claims), **rows[0]})
+    if not best:
+        raise SystemExit(f"no design of 2 or more data seeds fits {a.budget:.0f} s: raise --budget")
+    best.sort(key=lambda r: (-round(r["expected_decided"], 2), r["seconds"]))
+    methods = list(dict.fromkeys(m for c in load_claims(list(FOUNDING)) for m in c.methods if m in costs))
+    print(markdown(best, costs, methods))
+    for c in load_claims(list(FOUNDING)):  # no p-value in the report at any design: not in its Holm family either
+        absent = [m for m in c.methods if m not in scores]
+        if absent:
+            print(f"- `{c.id}` cannot be decided at any design: " +
+                  "; ".join(f"`{m}` produced no model ({failed.get(m, 'no result')})" for m in absent))
+    if a.json:
+        from dsgen.artifacts import write_json
+
+        write_json(Path(a.json), {"budget_seconds": a.budget, "draws": a.draws, "train_sd_scale": a.train_sd_scale,
+                                  "best": best, "costs": costs})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,99 @@
+"""The design study (issue 31, item 5; ``python -m dsgen.benchmarks.design``): a data seed's cost counts each shared
+dataset and fit once, the stage costs are read from real result files, and the designs it ranks follow the claims
+report's own procedure (more data seeds decide a real effect more often; nothing over the budget is listed)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsgen.benchmarks.design import NestedModel, data_seed_seconds, families, fixed_seconds, stage_costs, study
+from dsgen.claims import load_claims
+from dsgen.evaluation.results import Result, TaskScore
+
+
+def cost(run, datasets, fits=(), seeds=(1,)):
+    return {"run": run, "datasets": dict(datasets), "fits": dict(fits), "data_seeds": list(seeds)}
+
+
+def test_a_data_seed_counts_each_shared_dataset_and_fit_once():
+    costs = {"rise": cost(100.0, {"1:g+dev": 300.0}, {"1:sdi": 70.0}),
+             "rise-dino": cost(40.0, {"1:g+dev": 300.0}, {"1:sdi": 70.0}),  # the same dataset and SDI fit
+             "human": cost(30.0, {}), "base": cost(10.0, {})}
+    assert data_seed_seconds(costs, list(costs), 1) == 300 + 70 + 100 + 40 + 30 + 10
+    assert data_seed_seconds(costs, list(costs), 3) == 300 + 70 + 3 * 180
+    two = {"dino": cost(20.0, {"1:a": 60.0, "2:b": 80.0}, seeds=(1, 2))}  # two data seeds measured: their mean
+    assert data_seed_seconds(two, ["dino"], 1) == 70 + 20
+
+
+def test_stage_costs_are_read_from_result_files(tmp_path):
+    """From the variant the preset plans today (an older variant's runs are left out), a fit made by one run counted
+    as the data seed's, ``base``'s runs (one run key) paid once, ``human``'s reading of DINO's dataset counted."""
+    from dsgen.planning import plan_run
+    from dsgen.presets import load_preset
+
+    folder = tmp_path / "results" / "cpu"
+    for method, d, s, key in (("rise", 1, 1, "g"), ("rise", 1, 2, "g"), ("rise-dino", 1, 1, "g"), ("base", 1, 1, None),
+                              ("base", 1, 2, None), ("human", 1, 1, None), ("dino", 1, 1, "x")):
+        extra = {"dataset_key": key, "dev_dataset_key": "dev" if key == "g" else None} if key else {}
+        extra["run_key"] = "b" if method == "base" else f"{method}{s}"
+        if method == "rise":
+            extra["data_fits"] = {"reweight": {"kind": "sdi", "key": "f1", "fit_seconds": 70.0}}
+        if method == "human":
+            extra["size_of"] = {"method": "dino", "pairs": 700}
+        variant = plan_run(method, load_preset("cpu"), s, data_seed=d).variant
+        for where in (variant, "older-settings"):
+            Result(model="m", tasks={"stsb": TaskScore(50.0, 50.0, 10)}, method=method, preset="cpu", seed=s,
+                   data_seed=d, timings={"dataset_generate_seconds": 300.0 if key else 0.0, "train_seconds": 20.0 + s,
+                                         "evaluate_seconds": 10.0,
+                                         "reweight_seconds": 0.0 if method != "rise" else 75.0 if s == 1 else 5.0,
+                                         "data_fit_seconds": 70.0 if (method, s) == ("rise", 1) else 0.0},
+                   extra=extra).save(folder / method / where / f"data-{d}-seed-{s}.json")
+    costs = stage_costs(tmp_path, "cpu")
+    assert costs["rise"]["runs"] == 2 and costs["rise"]["train"] == 21.5 and costs["rise"]["reweight"] == 40
+    assert costs["rise"]["run"] == 21.5 + 10 + 5  # the fit is the data seed's, counted once, not the run's
+    assert costs["rise"]["datasets"] == costs["rise-dino"]["datasets"] == {"1:g+dev": 300.0}
+    assert costs["rise"]["fits"] == {"1:f1": 70.0} and costs["rise"]["generate data"] == 300
+    assert costs["base"]["once"] and not costs["rise"]["once"] and costs["human"]["needs"] == ["dino"]
+    assert data_seed_seconds(costs, ["rise", "rise-dino", "base"], 1) == 300 + 70 + 36.5 + 31
+    assert fixed_seconds(costs, ["rise", "base"]) == 31.5
+    assert data_seed_seconds(costs, ["human"], 2) == 300 + 2 * 31  # DINO's dataset, not DINO's runs
+
+
+def test_the_ranked_designs_follow_the_report_procedure_and_the_budget():
+    claims = [c for c in load_claims(["control"])]
+    model = NestedModel({"human": (1.4, 0.5), "base": (0.0, 0.0)}, {"human": 57.0, "base": 55.0})
+    costs = {"human": cost(60.0, {}), "base": cost(40.0, {})}
+    rows = study(model, claims, costs, budget=900.0, draws=200)
+    assert max(r["data_seeds"] * (100 * r["train_seeds"]) for r in rows) <= 900
+    assert {(r["data_seeds"], r["train_seeds"]) for r in rows} == {(d, t) for t in (1, 2, 3) for d in range(2, 31)
+                                                                    if d * 100 * t <= 900}
+    by = {(r["data_seeds"], r["train_seeds"]): r["control"] for r in rows}
+    assert by[(2, 1)] < by[(5, 1)] < by[(9, 1)]  # a true +2: more data seeds decide it more often
+    assert by[(9, 1)] > 0.9
+    nothing = NestedModel({"human": (1.4, 0.5), "base": (0.0, 0.0)}, {"human": 55.0, "base": 55.0})
+    assert study(nothing, claims, costs, budget=900.0, draws=400)[0]["control"] < 0.1  # no effect: at most 5% + MC
+
+
+def test_families_leave_out_claims_without_a_model():
+    scores = {m: {(1, 1): 50.0, (2, 1): 51.0} for m in ("human", "base", "dino", "dino-x1x2")}
+    found = {papers: (every, scored) for papers, every, scored in families(("dino", "gense", "control"), scores)}
+    assert set(found) == {("dino", "gense"), ("dino",), ("gense",)}
+    every, scored = found[("gense",)]
+    assert [c.id for c in scored] == ["human-beats-untrained"]  # gense has no model: its claim is out of the family
+    assert "gense-filter-helps" in [c.id for c in every]  # but the run still runs (and pays for) gense
+    assert {c.id for c in found[("dino",)][1]} == {"human-beats-untrained", "dino-x2-beats-untrained",
+                                                   "dino-x2-beats-x1x2"}
+
+
+def test_the_committed_claims_runs_give_the_simulations_spreads():
+    """The family simulation's measured spreads are what the design study reads off the committed claims runs."""
+    from dsgen.benchmarks.design import scores_from_claims
+    from tests.claims.test_family_simulation import SPREAD
+
+    scores, failed = scores_from_claims(Path(__file__).parents[2] / "results/cpu/claims.json")
+    model = NestedModel.from_scores(scores)
+    for m, (train, data) in model.spread.items():
+        assert SPREAD[m] == pytest.approx((train, data), abs=0.006), m
+    assert "gense" in failed and "gense" not in scores
+    assert json.loads((Path(__file__).parents[2] / "results/cpu/claims.json").read_text())["preset"] == "cpu"
