@@ -789,8 +789,9 @@ def analyze_cmd(
 @app.command("claims")
 @run_options(preset="cpu")
 def claims_cmd(
-    papers: Optional[str] = typer.Option(None, help="Comma-separated papers (default: the founding ones, dino, rise, "
-                                                    "gense, control; also syncse, claif, sim-gpt, e5, multicsr; all)."),
+    papers: Optional[str] = typer.Option(None, help="Comma-separated papers (default: the preset's claims_papers, else "
+                                                    "the founding ones, dino, rise, gense, control; also syncse, claif, "
+                                                    "sim-gpt, e5, multicsr; all)."),
     *,
     opts: RunOptions,
 ) -> None:
@@ -799,9 +800,11 @@ def claims_cmd(
     from dsgen.claims import FOUNDING, claim_methods, judge_all, load_claims, load_figures, paper_files
     from dsgen.claims.report import claims_chart, claims_markdown, verdict_record
     from dsgen.models import describe_encoder
+    from dsgen.presets import load_preset
 
     known = paper_files()
-    chosen = [x.strip() for x in papers.split(",") if x.strip()] if papers else list(FOUNDING)
+    chosen = ([x.strip() for x in papers.split(",") if x.strip()] if papers else
+              list(load_preset(opts.preset).claims_papers or FOUNDING))
     chosen = known if chosen == ["all"] else chosen
     for name in chosen:
         if name not in known:

@@ -54,6 +54,9 @@ class Preset(Config):
             labelling, reweighting and training, over the preset's sections and over the method's own settings
             (a scale's departure for one method; under the command line) (the ``paper`` preset's per-method scale: each later method's encoder, batch and generator, where
             ``generator = "openai:<model>"`` asks an OpenAI-compatible endpoint, as ``--generator`` does).
+        claims_papers: the papers ``dsgen claims`` tests under this preset when ``--papers`` is not given (None: the
+            founding ones); a design that fits a budget may leave out the claims it cannot decide at that budget
+            (``cpu``: results/variance.md, "The design chosen by measurement").
     """
 
     name: str = ""
@@ -74,6 +77,7 @@ class Preset(Config):
     reweighting: dict[str, Any] = field(default_factory=dict)
     postprocess: dict[str, Any] = field(default_factory=dict)
     methods: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    claims_papers: list[str] | None = None
 
     def runs(self, seeds: list[int] | None = None, data_seeds: list[int] | None = None) -> list[tuple[int, int]]:
         """The (data seed, training seed) runs: every data seed with every training seed, or (s, s)

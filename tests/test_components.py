@@ -75,8 +75,11 @@ def test_every_builtin_task_spec_loads_and_ends_its_instructions_with_its_openin
 
 @pytest.mark.parametrize("name", builtin_presets())
 def test_every_preset_loads_and_plans_dino(name):
+    from dsgen.claims import paper_files
+
     preset = load_preset(name)
     assert preset.description and preset.tasks
+    assert set(preset.claims_papers or []) <= set(paper_files())  # what `dsgen claims` tests under it by default
     plans = [plan_run("dino", preset, seed, data_seed=data_seed) for data_seed, seed in preset.runs()]
     assert all(plan.generation is not None for plan in plans)
     assert len({plan.run for plan in plans}) == len(plans)  # each run named by its own (data seed, training seed)
