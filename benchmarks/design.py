@@ -120,6 +120,7 @@ def stage_costs(runs: str | Path, preset: str) -> dict[str, dict[str, Any]]:
     from dsgen.planning import plan_run
     from dsgen.presets import load_preset
 
+    plans = load_preset(preset)
     planned: dict[str, str] = {}
     out: dict[str, dict[str, Any]] = {}
     for path in sorted((Path(runs) / "results" / preset).glob("*/*/data-*-seed-*.json")):
@@ -128,7 +129,7 @@ def stage_costs(runs: str | Path, preset: str) -> dict[str, dict[str, Any]]:
         r = Result.load(path)
         d = r.run[0]
         if r.method not in planned:
-            planned[r.method] = plan_run(r.method, load_preset(preset), r.seed or 1, data_seed=d).variant
+            planned[r.method] = plan_run(r.method, plans, r.seed or 1, data_seed=d).variant
         if path.parent.name != planned[r.method]:
             continue
         row = out.setdefault(r.method, {"runs": 0, **{s: 0.0 for s in STAGE_TIMINGS}, "run": 0.0, "datasets": {},
@@ -212,15 +213,14 @@ def study(model: NestedModel, claims: list[Any], costs: dict[str, dict[str, Any]
         raise SystemExit(f"no cost measured for {', '.join(dict.fromkeys(missing))}: the --costs runs folder must hold "
                          "a data seed of every method of the claims")
     rows = []
+    fixed, papers = fixed_seconds(costs, methods), [c.id for c in claims if not c.instrument]
     for t in train_seeds:
         per_seed = data_seed_seconds(costs, methods, t)
         for d in data_seeds:
-            if d * per_seed + fixed_seconds(costs, methods) > budget:
+            if d * per_seed + fixed > budget:
                 break
             rates = decide_rates(model, claims, d, t, draws, seed)
-            papers = [c.id for c in claims if not c.instrument]
-            rows.append({"data_seeds": d, "train_seeds": t, "runs_per_method": d * t,
-                         "seconds": d * per_seed + fixed_seconds(costs, methods),
+            rows.append({"data_seeds": d, "train_seeds": t, "runs_per_method": d * t, "seconds": d * per_seed + fixed,
                          "expected_decided": math.fsum(rates[c] for c in papers),
                          "control": min((rates[c.id] for c in claims if c.instrument), default=float("nan")),
                          "rates": rates})
@@ -266,7 +266,7 @@ def markdown(rows: list[dict[str, Any]], costs: dict[str, dict[str, Any]], metho
 
 
 def main(argv: list[str] | None = None) -> None:
-    from dsgen.claims import FOUNDING, load_claims
+    from dsgen.claims import FOUNDING, claim_methods, load_claims
 
     p = argparse.ArgumentParser(prog="python -m dsgen.benchmarks.design", description=__doc__.splitlines()[0])
     p.add_argument("--scores", required=True, help="the claims.json of a `dsgen claims` run (every run's score)")
@@ -283,8 +283,6 @@ def main(argv: list[str] | None = None) -> None:
     model.spread = {m: (train * a.train_sd_scale, data) for m, (train, data) in model.spread.items()}
     costs = stage_costs(a.costs, a.preset)
     best = []
-    from dsgen.claims import claim_methods
-
     for papers, every, claims in families(FOUNDING, scores):
         unmeasured = [m for m in claim_methods(every) if m not in costs]
         if unmeasured:  # every run of theirs failed in --costs (no result file): no time to predict from

@@ -220,7 +220,6 @@ def load_saved(folder: Any, device: str, **kwargs: Any) -> Any:
     return SentenceTransformer(str(folder), device=device, trust_remote_code=dsgen_modules_only(folder), **kwargs)
 
 
-
 def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None = None) -> Any:
     """A ``SentenceTransformer``: an alias, a causal-LM encoder spec (:mod:`dsgen.encoders`), or an
     HF / sentence-transformers id or directory (a plain transformer gets mean pooling).

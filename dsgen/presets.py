@@ -51,9 +51,10 @@ class Preset(Config):
         postprocess: fields of ``PostprocessConfig`` applied to every method that postprocesses,
             over the method's own (for controls such as ``shuffle_labels``).
         methods: settings for one method alone, ``[methods.<name>.<section>]`` with the sections generation,
-            labelling, reweighting and training, over the preset's sections and over the method's own settings
-            (a scale's departure for one method; under the command line) (the ``paper`` preset's per-method scale: each later method's encoder, batch and generator, where
-            ``generator = "openai:<model>"`` asks an OpenAI-compatible endpoint, as ``--generator`` does).
+            labelling, reweighting and training, over the preset's sections and over the method's own settings, under
+            the command line: the ``paper`` preset's per-method scale (each later method's encoder, batch and
+            generator, where ``generator = "openai:<model>"`` asks an OpenAI-compatible endpoint, as ``--generator``
+            does), a CPU preset's departures for one method (``cpu``: the SimCSE family's learning rate and batch).
         claims_papers: the papers ``dsgen claims`` tests under this preset when ``--papers`` is not given (None: the
             founding ones); a design that fits a budget may leave out the claims it cannot decide at that budget
             (``cpu``: results/variance.md, "The design chosen by measurement").
@@ -130,7 +131,13 @@ def _read(name: str, text: str, label: str, ident: str, seen: tuple[str, ...] = 
         raise DsgenError(f"preset {name}: 'extends' makes a loop through {parent}; name another preset")
     base = _read(parent, text2, label2, ident2, (*seen, ident))
     base.pop("description", None)
-    return _merge(base, data)
+    merged = _merge(base, data)
+    for a, b in (("seeds", "train_seeds"), ("data_seed", "data_seeds")):  # one setting, two spellings: the file's wins
+        if a in data:
+            merged.pop(b, None)
+        elif b in data:
+            merged.pop(a, None)
+    return merged
 
 
 def _check_spellings(name: str, data: dict[str, Any]) -> None:
@@ -144,11 +151,6 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    for a, b in (("seeds", "train_seeds"), ("data_seed", "data_seeds")):  # one setting, two spellings: the file's wins
-        if a in over:
-            out.pop(b, None)
-        elif b in over:
-            out.pop(a, None)
     return out
 
 

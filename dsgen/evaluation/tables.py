@@ -215,10 +215,9 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
                   "(not a metric of the papers; it shows whether generation or a filter changed the data), mean over "
                   "seeds, over all training pairs and over the generated ones only.", "",
                   pd.DataFrame.from_dict(quality, orient="index").rename_axis("method").to_markdown(), ""]
-    lines += ["## Time per stage (seconds, summed over each method's runs)", "",
-              (lambda f: f.astype(object).where(f.notna(), None))(
-                  pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method")).to_markdown(missingval=""),
-              ""]
+    stages = pd.DataFrame.from_dict(cmp.stage_seconds(), orient="index").rename_axis("method")
+    stages = stages.astype(object).where(stages.notna(), None)  # a stage a row does not have: blank, not nan
+    lines += ["## Time per stage (seconds, summed over each method's runs)", "", stages.to_markdown(missingval=""), ""]
     reweighted = {m: [(r.run, r.extra["reweighting"]) for r in rs if "reweighting" in r.extra] for m, rs in cmp.results.items()}
     if any(reweighted.values()):
         lines += ["## Reweighting", ""]
