@@ -165,18 +165,20 @@ def _with_needs(costs: dict[str, dict[str, Any]], methods: list[str]) -> list[st
 
 def data_seed_seconds(costs: dict[str, dict[str, Any]], methods: list[str], train_seeds: int) -> float:
     """Predicted seconds of one data seed of ``methods`` at ``train_seeds`` training seeds: each dataset and fit
-    once (those of the methods they read too, averaged over the data seeds measured), each method's run
-    ``train_seeds`` times (a method whose runs are one run, ``once``, is :func:`fixed_seconds`)."""
+    once (those of the methods they read too, averaged over the data seeds at which every one of them was
+    measured), each method's run ``train_seeds`` times (a method whose runs are one run, ``once``, is
+    :func:`fixed_seconds`)."""
+    every = _with_needs(costs, methods)
+    common = set.intersection(*(set(costs[m]["data_seeds"]) for m in every))  # each data seed's whole cost measured
+    if not common:
+        raise SystemExit(f"no data seed of the --costs runs folder holds all of {', '.join(every)}: measure one data "
+                         "seed of every method")
     made: dict[str, float] = {}
-    data_seeds: set[int] = set()
-    runs = 0.0
-    for m in _with_needs(costs, methods):
-        made.update({f"dataset {k}": v for k, v in costs[m]["datasets"].items()})
-        made.update({f"fit {k}": v for k, v in costs[m]["fits"].items()})
-        data_seeds.update(costs[m]["data_seeds"])
-        if m in methods and not costs[m].get("once"):
-            runs += costs[m]["run"]
-    return math.fsum(made.values()) / max(len(data_seeds), 1) + train_seeds * runs
+    for m in every:
+        for kind in ("datasets", "fits"):
+            made.update({f"{kind} {k}": v for k, v in costs[m][kind].items() if int(k.split(":")[0]) in common})
+    runs = math.fsum(costs[m]["run"] for m in methods if not costs[m].get("once"))
+    return math.fsum(made.values()) / len(common) + train_seeds * runs
 
 
 def fixed_seconds(costs: dict[str, dict[str, Any]], methods: list[str]) -> float:

@@ -24,6 +24,10 @@ def test_a_data_seed_counts_each_shared_dataset_and_fit_once():
     assert data_seed_seconds(costs, list(costs), 3) == 300 + 70 + 3 * 180
     two = {"dino": cost(20.0, {"1:a": 60.0, "2:b": 80.0}, seeds=(1, 2))}  # two data seeds measured: their mean
     assert data_seed_seconds(two, ["dino"], 1) == 70 + 20
+    # another method measured at data seed 1 only: the data seeds where both were measured, never a mean over a
+    # union that would count its dataset at data seed 2 as free
+    two["decay0"] = cost(10.0, {"1:c": 50.0})
+    assert data_seed_seconds(two, ["dino", "decay0"], 1) == 60 + 50 + 30
 
 
 def test_stage_costs_are_read_from_result_files(tmp_path):
