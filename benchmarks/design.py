@@ -2,7 +2,7 @@
 decide the most of the papers' claims within a time budget.
 
     python -m dsgen.benchmarks.design --scores results/cpu/claims.json --costs runs/cost --preset cpu \\
-        --budget 9900 [--draws 400] [--json runs/design.json]
+        --budget 9900 [--draws 400] [--json runs/design.json] [--observed results/cpu/claims-dino-control.json]
 
 Two measurements go in, and one model:
 
@@ -190,16 +190,26 @@ def decide_rates(model: NestedModel, claims: list[Any], n_data: int, n_train: in
                  seed: int = 0) -> dict[str, float]:
     """Share of ``draws`` comparisons of the model at ``n_data`` x ``n_train`` in which each claim is decided by the
     claims report's procedure (claim id -> share)."""
+    return simulate(model, claims, n_data, n_train, draws, seed)[0]
+
+
+def simulate(model: NestedModel, claims: list[Any], n_data: int, n_train: int, draws: int,
+             seed: int = 0) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """``draws`` comparisons of the model at ``n_data`` x ``n_train``, each judged by the claims report's procedure:
+    per claim id the share decided and the half-widths of its intervals."""
     import numpy as np
 
     from dsgen.claims import judge_all
 
     rng = np.random.default_rng(seed)
     rates = {c.id: 0.0 for c in claims}
+    widths: dict[str, list[float]] = {c.id: [] for c in claims}
     for _ in range(draws):
         for v in judge_all(claims, model.draw(rng, n_data, n_train)):
             rates[v.claim.id] += (v.verdict != "inconclusive") / draws
-    return rates
+            if v.half_width is not None:
+                widths[v.claim.id].append(v.half_width)
+    return rates, widths
 
 
 def study(model: NestedModel, claims: list[Any], costs: dict[str, dict[str, Any]], budget: float,
@@ -227,6 +237,37 @@ def study(model: NestedModel, claims: list[Any], costs: dict[str, dict[str, Any]
                          "control": min((rates[c.id] for c in claims if c.instrument), default=float("nan")),
                          "rates": rates})
     return sorted(rows, key=lambda r: (-round(r["expected_decided"], 2), r["seconds"]))
+
+
+def check(model: NestedModel, claims: list[Any], observed: dict[str, dict[Run, float]], draws: int = 400,
+          seed: int = 0) -> tuple[Any, Any]:
+    """The model's predictions at the design of an ``observed`` claims run (its data seeds x training seeds) beside
+    what that run measured, a check of the study on runs it did not see: per method the mean and the sd of a data
+    seed's mean (``sqrt(data sd^2 + training sd^2 / T)``); per claim the decide rate and the median half-width over
+    ``draws`` simulated runs, against the run's verdict and half-width."""
+    import numpy as np
+    import pandas as pd
+
+    from dsgen.claims import judge_all
+
+    n_data = len({d for runs in observed.values() for d, _ in runs})
+    n_train = max(len({t for _, t in runs}) for runs in observed.values())
+    methods = []
+    for m, runs in observed.items():
+        by_data: dict[int, list[float]] = {}
+        for (d, _), v in runs.items():
+            by_data.setdefault(d, []).append(v)
+        means = np.asarray([math.fsum(v) / len(v) for v in by_data.values()])
+        train, data = model.spread.get(m, (float("nan"), float("nan")))
+        methods.append({"method": m, "mean (model)": model.means.get(m, float("nan")), "mean (run)": means.mean(),
+                        "sd of a data seed's mean (model)": math.sqrt(data ** 2 + train ** 2 / n_train),
+                        "sd of a data seed's mean (run)": means.std(ddof=1) if len(means) > 1 else float("nan")})
+    decided, widths = simulate(model, claims, n_data, n_train, draws, seed)
+    rows = [{"claim": v.claim.id, "decide rate (model)": decided[v.claim.id],
+             "half-width (model, median)": float(np.median(widths[v.claim.id])) if widths[v.claim.id] else float("nan"),
+             "verdict (run)": v.verdict, "half-width (run)": v.half_width if v.half_width is not None else float("nan")}
+            for v in judge_all(claims, observed)]
+    return pd.DataFrame(methods), pd.DataFrame(rows)
 
 
 def families(papers: tuple[str, ...], scores: dict[str, dict[Run, float]]) -> list[tuple[tuple[str, ...], list[Any],
@@ -279,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-sd-scale", type=float, default=1.0,
                    help="every training sd times this: what a steadier run would buy")
     p.add_argument("--json", help="also write the study here")
+    p.add_argument("--observed", help="the claims.json of a run at the chosen design: print the model's predictions at "
+                                      "its design beside what it measured (a check of the study)")
     a = p.parse_args(argv)
     scores, failed = scores_from_claims(a.scores)
     model = NestedModel.from_scores(scores)
@@ -303,6 +346,13 @@ def main(argv: list[str] | None = None) -> None:
         if absent:
             print(f"- `{c.id}` cannot be decided at any design: " +
                   "; ".join(f"`{m}` produced no model ({failed.get(m, 'no result')})" for m in absent))
+    if a.observed:
+        seen, _ = scores_from_claims(a.observed)
+        tested = [c for c in load_claims(list(FOUNDING)) if all(m in seen for m in c.methods)]  # its family
+        by_method, by_claim = check(model, tested, seen, a.draws)
+        print("\n".join(["### The model's predictions at the observed run's design, beside the run", "",
+                          by_method.to_markdown(index=False, floatfmt=".2f"), "",
+                          by_claim.to_markdown(index=False, floatfmt=".2f"), ""]))
     if a.json:
         from dsgen.artifacts import write_json
 

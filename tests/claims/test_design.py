@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsgen.benchmarks.design import NestedModel, data_seed_seconds, families, fixed_seconds, stage_costs, study
+from dsgen.benchmarks.design import NestedModel, check, data_seed_seconds, families, fixed_seconds, stage_costs, study
 from dsgen.claims import load_claims
 from dsgen.evaluation.results import Result, TaskScore
 
@@ -88,6 +88,27 @@ def test_families_leave_out_claims_without_a_model():
     assert "gense-filter-helps" in [c.id for c in every]  # but the run still runs (and pays for) gense
     assert {c.id for c in found[("dino",)][1]} == {"human-beats-untrained", "dino-x2-beats-untrained",
                                                    "dino-x2-beats-x1x2"}
+
+
+def test_the_check_sets_the_models_predictions_at_an_observed_runs_design_beside_it():
+    """At an observed run's design (10 data seeds x 1 training seed here) the model predicts a data seed's mean to
+    spread by sqrt(data sd^2 + training sd^2 / T); a run drawn from the model itself agrees, and a large effect the
+    model decides always is decided in the run too."""
+    import numpy as np
+
+    claims = load_claims(["control"])
+    model = NestedModel({"human": (1.6, 1.2), "base": (0.0, 0.0)}, {"human": 60.0, "base": 55.0})
+    observed = model.draw(np.random.default_rng(7), 10, 1)
+    by_method, by_claim = check(model, claims, observed, draws=100)
+    human = by_method.set_index("method").loc["human"]
+    assert human["sd of a data seed's mean (model)"] == pytest.approx(2.0)
+    assert 1.0 < human["sd of a data seed's mean (run)"] < 3.5 and 57 < human["mean (run)"] < 63
+    row = by_claim.set_index("claim").loc["human-beats-untrained"]
+    assert row["decide rate (model)"] == pytest.approx(1.0) and row["verdict (run)"] == "reproduced"
+    assert 0.5 < row["half-width (run)"] / row["half-width (model, median)"] < 2.0
+    two = {m: {(d, t): v for (d, _), v in runs.items() for t in (1, 2)} for m, runs in observed.items()}
+    assert check(model, claims, two, draws=20)[0].set_index("method").loc["human", "sd of a data seed's mean (model)"] \
+        == pytest.approx(np.sqrt(1.2 ** 2 + 1.6 ** 2 / 2))  # two training seeds: the training part halves in variance
 
 
 def test_the_committed_claims_runs_give_the_simulations_spreads():
