@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsgen.evaluation.statistics import Run
+from dsgen.evaluation.statistics import Run, by_data_seed
 
 # Methods of the claims that read one generated dataset per data seed (the rest generate their own or none).
 SHARED = (("dino", "dino-no-smoothing", "dino-no-augmentation"), ("rise", "rise-dino", "rise-filter", "rise-random"),
@@ -254,10 +254,7 @@ def check(model: NestedModel, claims: list[Any], observed: dict[str, dict[Run, f
     n_train = max(len({t for _, t in runs}) for runs in observed.values())
     methods = []
     for m, runs in observed.items():
-        by_data: dict[int, list[float]] = {}
-        for (d, _), v in runs.items():
-            by_data.setdefault(d, []).append(v)
-        means = np.asarray([math.fsum(v) / len(v) for v in by_data.values()])
+        means = np.asarray([math.fsum(v) / len(v) for v in by_data_seed(runs).values()])
         train, data = model.spread.get(m, (float("nan"), float("nan")))
         methods.append({"method": m, "mean (model)": model.means.get(m, float("nan")), "mean (run)": means.mean(),
                         "sd of a data seed's mean (model)": math.sqrt(data ** 2 + train ** 2 / n_train),

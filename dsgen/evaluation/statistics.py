@@ -84,15 +84,21 @@ def seed_t_interval(reference: list[float], other: list[float], level: float = L
 Run = tuple[int, int]  # (data seed, training seed)
 
 
+def by_data_seed(scores: dict[Run, float]) -> dict[int, list[float]]:
+    """A method's runs grouped by data seed, in seed order: data seed -> its runs' values by training seed."""
+    out: dict[int, list[float]] = {}
+    for (d, _), v in sorted(scores.items()):
+        out.setdefault(d, []).append(v)
+    return out
+
+
 def seed_differences(reference: dict[Run, float], other: dict[Run, float]) -> tuple[Any, str]:
     """The paired differences ``other - reference`` that the nested interval and its test are over,
     and what they are: the data seeds' means of the runs both sides have (each over its training
     seeds), or, with one dataset, its training seeds' differences (an empty array without common runs)."""
     import numpy as np
 
-    by_data: dict[int, list[float]] = {}
-    for d, s in sorted(set(reference) & set(other)):
-        by_data.setdefault(d, []).append(other[(d, s)] - reference[(d, s)])
+    by_data = by_data_seed({r: other[r] - reference[r] for r in set(reference) & set(other)})
     if not by_data:
         return np.asarray([]), "no common runs"
     if len(by_data) == 1:  # one dataset: over its training seeds only
@@ -254,10 +260,7 @@ def variance_components(scores: dict[Run, float]) -> dict[str, float]:
     single run, and the counts."""
     import numpy as np
 
-    by_data: dict[int, list[float]] = {}
-    for (d, _), v in sorted(scores.items()):
-        by_data.setdefault(d, []).append(v)
-    groups = [np.asarray(v) for v in by_data.values()]
+    groups = [np.asarray(v) for v in by_data_seed(scores).values()]
     within = [g.var(ddof=1) for g in groups if len(g) > 1]
     train_var = float(np.mean(within)) if within else float("nan")
     means = np.asarray([g.mean() for g in groups])
