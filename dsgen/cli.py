@@ -752,7 +752,13 @@ def regress_cmd(
     if failed:
         console.print(f"[red]{len(failed)} of {len(checks)} scores fell more than {tol} below {path} or are not numbers[/red]")
         raise typer.Exit(1)
-    console.print(f"all {len(checks)} scores within {tol} of {path}")
+    risen = [c for c in checks if c.delta > tol]  # the gate is one-sided: a rise passes, but is not "within"
+    if not risen:
+        console.print(f"all {len(checks)} scores within {tol} of {path}")
+        return
+    console.print(f"no score of {len(checks)} fell more than {tol} below {path}; {len(risen)} rose more than {tol} above "
+                  f"it ({', '.join(f'{c.method} {c.task} {c.delta:+.2f}' for c in risen)}): the baseline predates what "
+                  f"moved them, and a fall back would pass unseen (`dsgen regress --preset {preset} --update` remakes it)")
 
 
 @app.command("analyze")

@@ -211,10 +211,15 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     bad = dsgen("regress", *common, "--tolerance", "1.0", env=env)
     assert bad.returncode == 1 and "REGRESSED" in bad.stdout and "-2.50" in bad.stdout
     assert dsgen("regress", *common, "--tolerance", "3", env=env).returncode == 0
+    entry["scores"]["base"]["sts16"] -= 5.0  # now 2.5 above the baseline: passes, and says it is not "within"
+    baseline.write_text(json.dumps(data))
+    risen = dsgen("regress", *common, "--tolerance", "1.0", env=env)
+    assert risen.returncode == 0 and "scores within" not in risen.stdout and "1 rose more than 1.0 above" in risen.stdout
+    assert "base sts16 +2.50" in risen.stdout
+    entry["scores"]["base"]["sts16"] += 2.5
     # how it was made is recorded; with no entry made like the rerun (here: one said to be from another CPU) it says so
     assert entry["made_with"]["eval_dtype"] == "float32" and entry["made_with"]["cpu"]
     entry["made_with"] = {"eval_dtype": "bfloat16", "cpu": "AVX512_OTHER"}
-    entry["scores"]["base"]["sts16"] -= 2.5
     data["tolerance"], data["note"] = 1.7, "tolerance 1.7 from the seed spread"
     baseline.write_text(json.dumps(data))
     other = dsgen("regress", *common, env=env)
