@@ -73,7 +73,8 @@ def run(preset: str = "smoke", methods: tuple[str, ...] = ("dino", "dino-decay0"
     from dsgen.artifacts import write_json
     from dsgen.console import console as make_console
     from dsgen.presets import load_preset, parse_seeds
-    from dsgen.runner import Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
     from dsgen.scheduling.base import DEFAULT_THREADS
     from dsgen.scheduling.local import LocalScheduler
     from dsgen.scheduling.ray_scheduler import RayScheduler

@@ -117,7 +117,7 @@ class RunOptions:
         """Run every (methods, preset) group as one graph on the scheduler ``--backend`` names (the failed runs of group
         g go to ``failures[g]``); on Ray, one progress bar over the runs (done / running / failed, ETA) above the
         per-run lines."""
-        from dsgen.runner import run_groups
+        from dsgen.orchestration import run_groups
         from dsgen.scheduling.view import RunsView
 
         scheduler = self.scheduler()
@@ -314,7 +314,7 @@ def eval_cmd(
     evaluator = StsEvaluator(names, data_dir, batch_size, preprocess=preprocess)
     evaluator.pairs  # fail on bad data before loading the model
     with using_data_dir(data_dir):
-        from dsgen.export.model_folder import folder_template
+        from dsgen.training.model_folder import folder_template
 
         # a kept model folder carries the text template it was trained and scored with (GenSE's prompt)
         template = folder_template(Path(model)) if Path(model).is_dir() else None
@@ -484,7 +484,7 @@ def _prepare(methods: list[str], preset: str, seeds: Optional[str], out: Path, d
     from dsgen.method import get_method
     from dsgen.planning import plan_run
     from dsgen.presets import load_preset, parse_seeds
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     for m in methods:
         get_method(m)
@@ -523,7 +523,7 @@ def _exit_if_crashed(failures: list[Any]) -> None:
     """Exit 1, naming them, when runs crashed on an unexpected exception (the other runs went on and the tables
     were written); their tracebacks are under ``--out``'s ``logs/``."""
     from dsgen.evaluation.tables import run_text
-    from dsgen.runner import RunCrashed
+    from dsgen.runs.records import RunCrashed
 
     crashed = [f for f in failures if isinstance(f, RunCrashed)]
     if crashed:
@@ -713,7 +713,7 @@ def regress_cmd(
 
     from dsgen.evaluation.baseline import (DEFAULT_TOLERANCE, check, describe, made_with, read_baseline, select,
                                            write_baseline)
-    from dsgen.runner import run_many
+    from dsgen.orchestration import run_many
 
     if tolerance is not None and tolerance < 0:
         raise DsgenError(f"--tolerance must be non-negative (got {tolerance})")
@@ -776,7 +776,7 @@ def analyze_cmd(
     from dsgen.data.analysis import write_rise_analysis
     from dsgen.method import get_method
     from dsgen.planning import plan_run
-    from dsgen.runner import run_many
+    from dsgen.orchestration import run_many
 
     if get_method(method).reweighter != "sdi":
         raise DsgenError(f"method '{method}' records no SDI importance p_D; analyse rise or rise-filter")
@@ -872,7 +872,7 @@ def export_dataset_cmd(
     from dsgen.method import get_method
     from dsgen.planning import plan_run
     from dsgen.presets import load_preset
-    from dsgen.runner import result_path
+    from dsgen.runs.records import result_path
 
     get_method(method)
     p = load_preset(preset)
@@ -906,7 +906,7 @@ def export_mteb_cmd(
 ) -> None:
     """Results in MTEB's layout: <out>/results/<model>/<revision>/<Task>.json and model_meta.json."""
     from dsgen.evaluation.results import Result
-    from dsgen.export import check_target_folder, result_files
+    from dsgen.folders import check_target_folder, result_files
     from dsgen.export.mteb_results import KIND, export_mteb, import_mteb
 
     import_mteb()

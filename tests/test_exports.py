@@ -161,7 +161,7 @@ def test_a_raw_encoder_keeps_its_standardisation_in_the_folder(tmp_path, sts_dat
     from sentence_transformers import SentenceTransformer
 
     from dsgen.data.sts import using_data_dir
-    from dsgen.export.model_folder import portable
+    from dsgen.training.model_folder import portable
 
     with using_data_dir(sts_data_dir):  # its statistics are read from the STS data
         model = load_encoder("smollm2-l4", "cpu")
@@ -251,7 +251,7 @@ def test_dataset_and_model_folders_replace_only_their_own_kind(exported, tmp_pat
 
     from dsgen.errors import DsgenError
     from dsgen.evaluation.results import Result
-    from dsgen.export.model_folder import save_model_folder
+    from dsgen.training.model_folder import save_model_folder
 
     def kind(folder):
         return json.loads((folder / "dsgen_export.json").read_text())["kind"]
@@ -335,7 +335,7 @@ def templated(tmp_path_factory, tiny_encoder_dir, sts_data_dir):
     """A tiny encoder scored on sts16 with its sentences wrapped in a template, as the runner scores a model
     its trainer trained on templated text; returns a function saving it with a given template."""
     from dsgen.evaluation.evaluator import StsEvaluator
-    from dsgen.export.model_folder import save_model_folder
+    from dsgen.training.model_folder import save_model_folder
 
     model = load_encoder(str(tiny_encoder_dir))
     evaluator = StsEvaluator(["sts16"], str(sts_data_dir))
@@ -357,7 +357,7 @@ def test_a_prefix_template_travels_as_the_folders_default_prompt(templated, tmp_
     sentence-transformers' default prompt, so the library alone and `dsgen eval` score it as the run did."""
     from sentence_transformers import SentenceTransformer
 
-    from dsgen.export.model_folder import folder_template
+    from dsgen.training.model_folder import folder_template
 
     folder, result = templated(PREFIX_TEMPLATE)
     assert json.loads((folder / "dsgen_provenance.json").read_text())["text_template"] == PREFIX_TEMPLATE
@@ -378,7 +378,7 @@ def test_a_prefix_template_travels_as_the_folders_default_prompt(templated, tmp_
 def test_genses_template_is_kept_for_the_evaluator(templated):
     """GenSE's template puts text after the sentence, which a sentence-transformers prompt cannot: the
     folder keeps it in its provenance and :func:`folder_template` hands it to an evaluator."""
-    from dsgen.export.model_folder import folder_template
+    from dsgen.training.model_folder import folder_template
     from dsgen.training.contrastive import GENSE_PROMPT
 
     folder, _ = templated(GENSE_PROMPT)

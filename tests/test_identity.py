@@ -211,7 +211,7 @@ def test_the_dirty_flag_is_written_wherever_the_commit_is(monkeypatch, tmp_path)
     from dsgen import artifacts
     from dsgen.evaluation.comparison import Comparison
     from dsgen.evaluation.results import Result, TaskScore
-    from dsgen.export import provenance
+    from dsgen.folders import provenance
 
     monkeypatch.setattr(artifacts, "_GIT", {"commit": "a" * 40, "dirty": True}, raising=False)
     result = Result("m", {"stsb": TaskScore(50.0, 50.0, 10)}, method="base", seed=1)

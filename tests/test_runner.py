@@ -14,7 +14,9 @@ from dsgen.method import METHODS
 from dsgen.methods.dino import dino_recipe
 from dsgen.planning import Overrides, plan_run
 from dsgen.presets import Preset
-from dsgen.runner import RunFailed, Runner, run_many
+from dsgen.orchestration import run_many
+from dsgen.runs.pipeline import Runner
+from dsgen.runs.records import RunFailed
 from tests.mock_components import MockGenerator, RenamedDebiased, register_mock_components, word_sentences_file
 
 
@@ -91,10 +93,10 @@ def test_the_real_generator_through_the_runner_decodes_once(setup, tmp_path, mon
     monkeypatch.setattr(backends, "decode_chunk", lambda *a, **k: calls.append(1) or real(*a, **k))
     runner = Runner(tmp_path / "runs", str(data), progress=False)
     plan = plan_run("tiny-dino-nocl", replace(preset, max_inputs=6), 1)
-    first = runner.training_data(plan)
+    first = runner.data.training_data(plan)
     n = len(calls)
     assert n >= 1 and first.extra["generated_pairs"] > 0
-    second = Runner(tmp_path / "runs", str(data), progress=False).training_data(plan)
+    second = Runner(tmp_path / "runs", str(data), progress=False).data.training_data(plan)
     assert len(calls) == n and second.extra["dataset_key"] == first.extra["dataset_key"]
 
 
@@ -137,8 +139,8 @@ def test_run_key_covers_the_evaluation_data(setup, tmp_path):
 def test_human_reference_row_trains_on_as_many_human_pairs(setup, tmp_path):
     preset, data = setup
     runner = Runner(tmp_path / "runs", str(data), progress=False)
-    ref = runner.training_data(plan_run("mock-dino", preset, 1))
-    human = runner.training_data(plan_run("mock-human", preset, 1))
+    ref = runner.data.training_data(plan_run("mock-dino", preset, 1))
+    human = runner.data.training_data(plan_run("mock-human", preset, 1))
     assert human.extra["size_of"] == {"method": "mock-dino", "pairs": len(ref.train) + len(ref.validation)}
     assert len(human.train) + len(human.validation) == len(ref.train) + len(ref.validation)
     assert all(0 <= p.label <= 1 for p in human.train) and len({p.label for p in human.train}) > 10
@@ -262,16 +264,16 @@ def test_an_edited_task_spec_is_a_new_run(setup, tmp_path, monkeypatch):
     small = replace(preset, max_inputs=4)
     plan = lambda: plan_run("tiny-custom-spec", small, 1)  # noqa: E731
     runner = lambda: Runner(tmp_path / "runs", str(data), progress=False)  # noqa: E731  (a new process each time)
-    first, first_key = runner().training_data(plan()), runner().run_key(plan())
+    first, first_key = runner().data.training_data(plan()), runner().run_key(plan())
     n = len(decoded)
     assert n >= 1
-    assert runner().training_data(plan()).extra == first.extra and runner().run_key(plan()) == first_key
+    assert runner().data.training_data(plan()).extra == first.extra and runner().run_key(plan()) == first_key
     assert len(decoded) == n  # untouched: nothing decoded, the same key
     label = next(iter(text["labels"]))
     text["labels"][label]["instruction"] = text["labels"][label]["instruction"].replace("Task:", "Job:")
     spec.write_text(json.dumps(text))  # the same path
     assert runner().run_key(plan()) != first_key
-    edited = runner().training_data(plan())
+    edited = runner().data.training_data(plan())
     assert len(decoded) > n and edited.extra["dataset_key"] != first.extra["dataset_key"]
 
 
@@ -419,7 +421,7 @@ def test_an_unexpected_exception_fails_that_run_only_with_its_traceback_logged(s
     """A bug inside one run (here: the trainer raises TypeError on training seed 2) marks that run failed, writes
     its traceback under logs/, and the other runs go on; an input error (a DsgenError) still stops everything."""
     from dsgen.errors import DsgenError
-    from dsgen.runner import RunCrashed, log_path
+    from dsgen.runs.records import RunCrashed, log_path
 
     preset, data = setup
     mine = replace(preset, max_inputs=12)

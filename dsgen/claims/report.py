@@ -70,7 +70,7 @@ def verdict_record(v: Verdict) -> dict[str, Any]:
 
 def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",
                     figures: list[Any] = (), failures: list[Any] = ()) -> str:
-    """The report; ``failures`` (``dsgen.runner.RunFailed``) are the runs that produced no trained model: a claim
+    """The report; ``failures`` (``dsgen.runs.records.RunFailed``) are the runs that produced no trained model: a claim
     on their method is inconclusive (its row says why) and each is listed, never scored."""
     from dsgen.claims import ALPHA, POWER
     from dsgen.evaluation.tables import run_text, runs_text, tasks_text

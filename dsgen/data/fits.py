@@ -13,7 +13,7 @@ The contract of a stage that fits on data (all of it):
    from ``data_fit()``: its ``kind`` (names the artefact's folder), ``settings`` (the part of the stage's config
    the fit depends on: not, say, how scores become weights), ``reads`` (which data it fits on, among
    :data:`READS`), ``compute(data, folder)``, ``load(folder, info)`` and the ``models`` it loads.
-2. The engine (:class:`dsgen.runner.Runner`, whichever scheduler runs the comparison) keys it from the keys of
+2. The engine (:class:`dsgen.runs.pipeline.Runner`, whichever scheduler runs the comparison) keys it from the keys of
    what it reads (``generated``: the dataset's key and the postprocessing filters; ``inputs`` / ``source``:
    their texts' keys), the settings, its models' fingerprints and the data seed; when no complete fit of that
    key is stored it calls ``compute`` with a :class:`FitData` and an empty folder, in which ``compute`` writes

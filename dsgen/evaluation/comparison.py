@@ -34,11 +34,11 @@ class Comparison:
             method; differences are paired by run).
         preset: preset name, for titles.
         n_boot: resamples of the test-pair bootstrap.
-        failures: ``dsgen.runner.RunFailed`` of runs that produced no model (a method with any failed run is not
+        failures: ``dsgen.runs.records.RunFailed`` of runs that produced no model (a method with any failed run is not
             compared: it is shown as failed, never with a score).
 
     A result whose training log does not show that it trained (:meth:`Result.training_failure`) is refused: such a
-    run is a failure (``dsgen.runner`` raises it as one), never a score.
+    run is a failure (``dsgen.runs`` raises it as one), never a score.
     """
 
     methods: list[str]

@@ -5,7 +5,7 @@ Each point is a method's mean average score over its runs at that size, with the
 of that mean (:func:`dsgen.evaluation.statistics.nested_interval`, over data seeds, or over training
 seeds on one dataset). The ``human`` row trains on as many human pairs as DINO's dataset holds, so it
 grows with the inputs until the human set runs out: such a point is marked as capped. A method with a failed run
-at a size (``dsgen.runner.RunFailed``: it trained nothing, or crashed) has no score there: its point is marked
+at a size (``dsgen.runs.records.RunFailed``: it trained nothing, or crashed) has no score there: its point is marked
 failed, with the reasons.
 """
 

@@ -25,7 +25,7 @@ from typing import Any
 from dsgen.artifacts import read_json, sidecar_path
 from dsgen.data.pairs import Pair, read_pairs
 from dsgen.errors import DsgenError
-from dsgen.export import check_target_folder, provenance, staged_folder
+from dsgen.folders import check_target_folder, provenance, staged_folder
 from dsgen.identity import content_key
 
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
@@ -191,7 +191,7 @@ def write_dataset_folder(export: DatasetExport, folder: Path, overwrite: bool = 
 
     Args:
         overwrite: replace an existing folder dsgen did not write as a dataset folder (never one holding
-            runs; :func:`dsgen.export.check_target_folder`).
+            runs; :func:`dsgen.folders.check_target_folder`).
     """
     check_target_folder(Path(folder), KIND, overwrite)  # before any work: a target it may not write fails at once
     from datasets import Dataset

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.export import PROVENANCE, provenance, staged_folder
+from dsgen.folders import PROVENANCE, provenance, staged_folder
 
 TASK_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
               "stsb": "STSBenchmark", "sickr": "SICK-R"}
@@ -101,7 +101,7 @@ def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: boo
 
     Args:
         overwrite: replace an existing folder dsgen did not write as MTEB results (never one holding
-            runs; :func:`dsgen.export.check_target_folder`).
+            runs; :func:`dsgen.folders.check_target_folder`).
     """
     import json
 

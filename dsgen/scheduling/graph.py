@@ -4,7 +4,7 @@ The runs of a comparison share work: one dataset feeds every training seed and s
 fit every run of a data seed. The graph's nodes are the artefacts, named by the keys that already identify them
 (:mod:`dsgen.identity`: dataset keys, data-level fit keys, run keys): each is made once, by one task
 (:mod:`dsgen.scheduling.tasks`), and the plans that need it wait for it. The driver builds the graph from the plans
-with its own runner, which makes nothing (``makes=()``): :meth:`dsgen.runner.Runner.prepare` says for each plan what
+with its own runner, which makes nothing (``makes=()``): :meth:`dsgen.runs.pipeline.Runner.prepare` says for each plan what
 it reads that is not on disk; a node whose key itself depends on another artefact (x1 generated from scratch, a
 dataset sized by another method's) appears when that artefact is made, as the plan is prepared again.
 
@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
-from dsgen.runner import DatasetNeed, FitNeed, Missing, RunCrashed, RunFailed, Runner
+from dsgen.runs.pipeline import Runner
+from dsgen.runs.records import DatasetNeed, FitNeed, Missing, RunCrashed, RunFailed
 from dsgen.scheduling.tasks import CRASHED, DONE, ERROR, FAILED, DatasetTask, FitTask, Outcome, RunTask, Task
 
 
@@ -109,7 +110,7 @@ class Graph:
         for need in prepared.needs:
             self._add(self._task(need, i, prepared.datasets), i)
         if not prepared.needs:
-            failed = {k: self.runner._failed[k] for k in (*prepared.datasets, *prepared.fits) if k in self.runner._failed}
+            failed = self.runner.failures((*prepared.datasets, *prepared.fits))
             self._add(RunTask(prepared.key, i, plan=plan, datasets=list(prepared.datasets.values()),
                               fits=[f for k, f in prepared.fits.items() if k not in failed], failed=failed), i)
 
@@ -152,39 +153,44 @@ class Graph:
         elif outcome.status == DONE:
             self.runner.made(task.key)
         elif outcome.status in (FAILED, CRASHED):  # every run that needs it fails as it would have failing to make it
-            self.runner._failed[task.key] = outcome.error  # type: ignore[assignment]
+            self.runner.record_failures({task.key: outcome.error})  # type: ignore[dict-item]
         for w in waiters:
             heapq.heappush(self._pending, w)
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> list[Result | None]:
         """Execute the graph; returns each plan's result (None: it failed, see ``failures``)."""
-        makes, self.runner.makes = self.runner.makes, ()  # the driver makes nothing itself: its tasks do
-        try:
-            self.scheduler.start(self.runner, self.plans)
-            while True:
-                while self._pending:
-                    self._prepare(heapq.heappop(self._pending))
-                while self._ready and self.scheduler.room() > 0:
-                    _, _, key = heapq.heappop(self._ready)
-                    node = self.nodes[key]
-                    node.state = "running"
-                    if isinstance(node.task, RunTask) and self.view is not None:
-                        self.view.started()
-                    self.scheduler.submit(node.task)
-                if not self.scheduler.running():
-                    if self._pending:
-                        continue
-                    if self._ready:  # ready tasks, none running, no room: wait for a worker (or fail in one line)
-                        self.scheduler.await_room()
-                        continue
-                    break
-                for task, outcome in self.scheduler.wait():
-                    self._finish(task, outcome)
-        finally:
-            self.scheduler.stop()
-            self.runner.makes = makes
+        with self.runner.making(()):  # the driver makes nothing itself: its tasks do
+            try:
+                self.scheduler.start(self.runner, self.plans)
+                while self._step():
+                    pass
+            finally:
+                self.scheduler.stop()
         return self.results
+
+    def _step(self) -> bool:
+        """Prepare what is pending, start what is ready while there is room, collect what finished; False once
+        nothing is left to do."""
+        while self._pending:
+            self._prepare(heapq.heappop(self._pending))
+        while self._ready and self.scheduler.room() > 0:
+            _, _, key = heapq.heappop(self._ready)
+            node = self.nodes[key]
+            node.state = "running"
+            if isinstance(node.task, RunTask) and self.view is not None:
+                self.view.started()
+            self.scheduler.submit(node.task)
+        if not self.scheduler.running():
+            if self._pending:
+                return True
+            if self._ready:  # ready tasks, none running, no room: wait for a worker (or fail in one line)
+                self.scheduler.await_room()
+                return True
+            return False
+        for task, outcome in self.scheduler.wait():
+            self._finish(task, outcome)
+        return True
 
 
 def run_plans(plans: list[Any], runner: Runner, scheduler: Any = None,
@@ -194,7 +200,7 @@ def run_plans(plans: list[Any], runner: Runner, scheduler: Any = None,
 
     Args:
         scheduler: where tasks run (default: ``local``, in order in this process).
-        failures: receives each failed run (:class:`~dsgen.runner.RunFailed`, :class:`~dsgen.runner.RunCrashed`),
+        failures: receives each failed run (:class:`~dsgen.runs.records.RunFailed`, :class:`~dsgen.runs.records.RunCrashed`),
             in plan order, while the others go on; None: the first one is raised.
     """
     from dsgen.scheduling.local import LocalScheduler

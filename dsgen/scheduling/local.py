@@ -27,12 +27,8 @@ class LocalScheduler(Scheduler):
         return 0 if self._finished else 1
 
     def submit(self, task: Task) -> None:
-        makes = self.runner.makes
-        self.runner.makes = (task.kind,) if task.kind != "run" else ()  # a task makes its own artefact, nothing else
-        try:
+        with self.runner.making((task.kind,) if task.kind != "run" else ()):  # its own artefact, nothing else
             outcome = execute(task, self.runner)
-        finally:
-            self.runner.makes = makes
         self._finished.append((task, outcome))
         self.records.append({"kind": task.kind, "task": task.label(), "status": outcome.status,
                              "task_seconds": outcome.seconds})

@@ -19,11 +19,11 @@ traceback, if it crashed).
 **Each node reads its own data and models** (its ``DSGEN_DATA_DIR``, its model cache): before any task, every node
 is asked for the fingerprints of the evaluation data and of the models the comparison uses, and a node whose
 fingerprints differ from the driver's is refused with one line; every task checks again that it computes the
-driver's key for its artefact (:class:`dsgen.runner.KeyMismatch`), so no node's results are mixed in.
+driver's key for its artefact (:class:`dsgen.runs.records.KeyMismatch`), so no node's results are mixed in.
 
 **Faults.** A worker or node lost mid-task costs that task: Ray starts it again elsewhere, up to ``MAX_RETRIES``
 times; each task is deterministic, so the result is the one an uninterrupted run gives. A run that fails on its
-data (:class:`dsgen.runner.RunFailed`) is an answer, not a fault, and is never retried. A driver killed
+data (:class:`dsgen.runs.records.RunFailed`) is an answer, not a fault, and is never retried. A driver killed
 mid-comparison leaves only whole artefacts under ``--out``; the next command reuses them, with either scheduler.
 """
 
@@ -199,7 +199,7 @@ def execute_on_worker(task: Task, settings: WorkerSettings, *shipped: dict[str, 
     import shutil
     import tempfile
 
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
     from dsgen.scheduling.tasks import execute
 
     node = _node_id()[:8]
@@ -215,8 +215,7 @@ def execute_on_worker(task: Task, settings: WorkerSettings, *shipped: dict[str, 
         before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in scratch.rglob("*") if p.is_file()}
         runner = Runner(scratch, settings.data_dir, progress=False, save_models=settings.save_models,
                         makes=(task.kind,) if task.kind != "run" else (), shown_out=settings.out,
-                        threads=settings.threads)
-        runner._evaluators = _EVALUATORS
+                        threads=settings.threads, evaluators=_EVALUATORS)
         output = scratch / ".task-output.log"
         reset = reset_peak_rss()
         with captured(output):

@@ -7,10 +7,10 @@ the artefact's key, and the one function that executes a task wherever a schedul
 | :class:`FitTask` | the data-level fit key | ``cache/fits/<kind>-<key>/`` | the datasets its plan reads |
 | :class:`RunTask` | the run key | ``results/<preset>/<method>/<variant>/<run>.*``, its log | its datasets and fits (and an API judge's cache) |
 
-:func:`execute` runs a task with a :class:`~dsgen.runner.Runner` over an output folder (the driver's own for the
+:func:`execute` runs a task with a :class:`~dsgen.runs.pipeline.Runner` over an output folder (the driver's own for the
 ``local`` scheduler; a Ray worker's scratch folder, whose new files the driver then writes) and turns what
 happened into an :class:`Outcome`, by the rules every scheduler shares (issue 30's): a run that fails on its data is
-a :class:`~dsgen.runner.RunFailed`; an unexpected exception inside a run is a :class:`~dsgen.runner.RunCrashed`
+a :class:`~dsgen.runs.records.RunFailed`; an unexpected exception inside a run is a :class:`~dsgen.runs.records.RunCrashed`
 with its traceback in the run's log; a :class:`~dsgen.errors.DsgenError` outside a run's own stages is bad input
 that stops the command; a dataset or fit that fails is recorded, and every run that needs it fails the way it would
 have failed making it itself.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 from dsgen.errors import DsgenError
-from dsgen.runner import DatasetNeed, FitNeed, KeyMismatch, Missing, RunFailed, log_path, run_label
+from dsgen.runs.records import DatasetNeed, FitNeed, KeyMismatch, Missing, RunFailed, log_path, run_label
 
 DONE, FAILED, ERROR, CRASHED = "done", "failed", "error", "crashed"
 
@@ -35,7 +35,7 @@ class Outcome:
     """What executing a task gave.
 
     Args:
-        status: ``done``; ``failed`` (a run's :class:`~dsgen.runner.RunFailed` or :class:`~dsgen.runner.RunCrashed`,
+        status: ``done``; ``failed`` (a run's :class:`~dsgen.runs.records.RunFailed` or :class:`~dsgen.runs.records.RunCrashed`,
             a fit that failed on its data); ``error`` (a :class:`~dsgen.errors.DsgenError` that stops the command);
             ``crashed`` (an unexpected exception in a dataset or fit task).
         value: a run's result (when it ran here; a Ray driver reads it back from the files it wrote).
@@ -80,7 +80,7 @@ class Task:
 
 @dataclass
 class NeedTask(Task):
-    """A task that makes what a :class:`~dsgen.runner.DatasetNeed` or :class:`~dsgen.runner.FitNeed` names: logged and
+    """A task that makes what a :class:`~dsgen.runs.records.DatasetNeed` or :class:`~dsgen.runs.records.FitNeed` names: logged and
     labelled by the artefact's path."""
 
     need: Any = None
@@ -137,7 +137,7 @@ class RunTask(Task):
     failed: dict[str, BaseException] = field(default_factory=dict)  # artefacts it reads whose making failed
 
     def execute(self, runner: Any) -> Any:
-        runner._failed.update(self.failed)
+        runner.record_failures(self.failed)
         return runner.run(self.plan, expected=self.key)
 
     def reads(self) -> list[Path]:

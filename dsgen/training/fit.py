@@ -337,7 +337,7 @@ TRAINING_RECORD = ("optimizer_steps", "nonzero_lr_steps", "weight_update", "min_
 
 
 def training_failure(log: dict[str, Any] | None) -> str | None:
-    """Why a run did not train (one line, ready for :class:`dsgen.runner.RunFailed`), or None when it did.
+    """Why a run did not train (one line, ready for :class:`dsgen.runs.records.RunFailed`), or None when it did.
 
     The one rule for fresh and cached results alike: a run trained when its log (:func:`fit`) records at least
     ``min_trained_steps`` optimizer steps taken with a non-zero learning rate (:class:`TrainingConfig`, where the

@@ -3,7 +3,7 @@ with a score."""
 
 from dsgen.claims import Claim, judge_all
 from dsgen.claims.report import claims_markdown
-from dsgen.runner import RunFailed
+from dsgen.runs.records import RunFailed
 
 
 def test_a_method_that_trained_nothing_is_a_listed_failure_in_the_claims_report():

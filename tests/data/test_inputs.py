@@ -27,10 +27,10 @@ def test_rises_dev_set_comes_from_validation_sentences_not_from_its_training_inp
     are STSb validation sentences; they meet the training inputs only where STSb's splits share a sentence."""
     from dsgen.planning import plan_run
     from dsgen.presets import load_preset
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     plan = plan_run("rise", load_preset("cpu"), 1, data_seed=1)
-    data = Runner(tmp_path, str(sts_data_dir), progress=False).data_inputs(plan)
+    data = Runner(tmp_path, str(sts_data_dir), progress=False).data.data_inputs(plan)
     train_pool = set(load_inputs("stsb-train-distinct", None, str(sts_data_dir)))
     dev_pool = set(load_inputs("stsb-validation", None, str(sts_data_dir)))
     assert set(data.inputs) <= train_pool and set(data.dev_inputs) <= dev_pool and len(data.dev_inputs) == 50
@@ -55,7 +55,7 @@ def test_a_data_seed_draws_the_inputs_of_every_method_and_the_papers_scale_reads
 
     from dsgen.planning import plan_run
     from dsgen.presets import load_preset
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     d = str(sts_data_dir)
     population = load_inputs("stsb-train", None, d)
@@ -67,12 +67,12 @@ def test_a_data_seed_draws_the_inputs_of_every_method_and_the_papers_scale_reads
     runner = Runner(tmp_path, d, progress=False)
     cpu = load_preset("cpu")
     for method in ("dino", "rise"):  # every method the same way
-        inputs = {s: runner.data_inputs(plan_run(method, cpu, 1, data_seed=s)).inputs for s in (1, 2)}
+        inputs = {s: runner.data.data_inputs(plan_run(method, cpu, 1, data_seed=s)).inputs for s in (1, 2)}
         assert inputs[1] != inputs[2] and len(inputs[1]) == len(inputs[2]) == 100
-    dev = {s: runner.data_inputs(plan_run("rise", cpu, 1, data_seed=s)).dev_inputs for s in (1, 2)}
+    dev = {s: runner.data.data_inputs(plan_run("rise", cpu, 1, data_seed=s)).dev_inputs for s in (1, 2)}
     assert dev[1] != dev[2]  # RISE's dev inputs too
     paper = replace(cpu, max_inputs=None)
-    full = {s: runner.data_inputs(plan_run("dino", paper, 1, data_seed=s)).inputs for s in (1, 2)}
+    full = {s: runner.data.data_inputs(plan_run("dino", paper, 1, data_seed=s)).inputs for s in (1, 2)}
     assert full[1] == full[2] == population  # the papers' scale: all 11,498 in file order, only generation varies
     rows = {r[1]: r[2] for r in plan_run("dino", cpu, 1, data_seed=1).rows()}
     assert rows["inputs"] == "100 of stsb-train, drawn with the data seed"  # dsgen plan says it

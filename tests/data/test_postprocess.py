@@ -61,7 +61,7 @@ def test_a_preset_postprocess_control_applies_to_every_method_and_is_checked(sts
     for method in ("dino", "dino-no-smoothing", "human"):
         plan = plan_run(method, preset, 1)
         assert plan.postprocess.shuffle_labels and plan.origins["postprocess"]["shuffle_labels"] == "preset"
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     runner = Runner(tmp_path, str(sts_data_dir), progress=False)  # keys only: nothing is generated
     assert runner.run_key(plan_run("dino", preset, 1)) != runner.run_key(plan_run("dino", load_preset("smoke"), 1))

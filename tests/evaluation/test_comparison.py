@@ -7,7 +7,7 @@ from dsgen.errors import DsgenError
 from dsgen.evaluation.comparison import Comparison
 from dsgen.evaluation.results import Result, TaskScore
 from dsgen.evaluation.tables import comparison_display, comparison_markdown
-from dsgen.runner import RunFailed
+from dsgen.runs.records import RunFailed
 
 TRAINED = {"optimizer_steps": 20, "nonzero_lr_steps": 19, "weight_update": 0.01, "min_trained_steps": 10}
 RUNS = [(1, 1), (1, 2), (1, 3)]

@@ -662,7 +662,7 @@ def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, t
     base URL carries credentials: no file of the run's folder and nothing it printed holds them (issue 30)."""
     from dsgen.planning import Overrides, plan_run
     from dsgen.presets import Preset
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     preset = Preset(name="unit", seeds=[1], data_seed=3, inputs="stsb-train", max_inputs=4, tasks=["sts16"],
                     generation={"per_label": 2}, training={"encoder": str(tiny_encoder_dir), "batch_size": 8,

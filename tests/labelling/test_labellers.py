@@ -116,7 +116,8 @@ def test_a_run_whose_judge_abstains_on_every_pair_is_a_failed_run(tiny_lm_dir, t
     import json
 
     from dsgen.planning import plan_run
-    from dsgen.runner import RunFailed, Runner
+    from dsgen.runs.pipeline import Runner
+    from dsgen.runs.records import RunFailed
 
     plan = plan_run("mock-labelled", labelled_preset(tiny_lm_dir, tiny_encoder_dir, tmp_path), 1)
 
@@ -200,7 +201,7 @@ def test_the_stage_runs_between_postprocessing_and_reweighting(tiny_lm_dir, tiny
     """A method with a labeller: planned (shown with its settings), keyed (a changed prompt is a new run),
     applied to training and validation pairs, recorded in the result."""
     from dsgen.planning import plan_run
-    from dsgen.runner import Runner
+    from dsgen.runs.pipeline import Runner
 
     preset = labelled_preset(tiny_lm_dir, tiny_encoder_dir, tmp_path)
     plan = plan_run("mock-labelled", preset, 1)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dsgen.presets import Preset
-from dsgen.runner import Runner, run_many
+from dsgen.orchestration import run_many
+from dsgen.runs.pipeline import Runner
 from tests.mock_components import word_sentences_file
 from tests.scheduling.plugins import register
 

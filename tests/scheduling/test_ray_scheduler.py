@@ -77,7 +77,8 @@ def unit(tiny_encoder_dir, tiny_lm_dir, sts_data_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_reference(unit, tmp_path_factory):
     """The comparison on the local scheduler, one thread per task as a 1-CPU Ray task computes."""
-    from dsgen.runner import Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
     from tests.scheduling.plugins import register
 
     register()
@@ -141,7 +142,8 @@ def test_ray_gives_the_local_outputs_and_a_node_lost_mid_run_costs_that_task(clu
     """Issue 33: the same datasets, fits and scores as the local scheduler on 2 workers, whatever the order tasks
     finish in; a node removed while one of its runs trains costs that run, which Ray starts again on the other
     node; every artefact made once (one SDI fit for rise and rise-filter over 2 training seeds)."""
-    from dsgen.runner import Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
     from dsgen.scheduling.ray_scheduler import RayScheduler
 
     c, scratch, _ = cluster
@@ -172,7 +174,8 @@ import ray
 from tests.scheduling.plugins import register
 register()
 from dsgen.presets import Preset
-from dsgen.runner import Runner, run_many
+from dsgen.orchestration import run_many
+from dsgen.runs.pipeline import Runner
 from dsgen.scheduling.ray_scheduler import RayScheduler
 ray.init(address={address!r}, log_to_driver=False, runtime_env={{"worker_process_setup_hook":
          "tests.scheduling.plugins.register", "env_vars": {{"PYTHONPATH": {repo!r}}}}})
@@ -210,7 +213,9 @@ def test_failures_on_ray_are_reported_as_locally_and_never_retried(cluster, unit
     """A run that fails on its data (a filter keeps nothing) is a RunFailed, a bug inside a run (the trainer raises on
     training seed 2) a RunCrashed with its traceback and what it printed under logs/; both as the local scheduler
     reports them, the other runs go on, and neither is tried again."""
-    from dsgen.runner import RunCrashed, Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
+    from dsgen.runs.records import RunCrashed
     from dsgen.scheduling.ray_scheduler import RayScheduler
 
     _, _, calls = cluster
@@ -240,7 +245,8 @@ def test_failures_on_ray_are_reported_as_locally_and_never_retried(cluster, unit
 
 def test_a_node_with_other_evaluation_data_is_refused_in_one_line(cluster, unit, tmp_path):
     from dsgen.errors import DsgenError
-    from dsgen.runner import Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
     from dsgen.scheduling.ray_scheduler import RayScheduler
 
     c, _, _ = cluster

@@ -241,7 +241,8 @@ def test_the_guide_is_a_data_level_fit_made_once_per_dataset(tiny_encoder_dir, s
 
     from dsgen.method import METHODS, get_method
     from dsgen.presets import Preset
-    from dsgen.runner import Runner, run_many
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
     from dsgen.training import guide as guide_module
     from tests.mock_components import register_mock_components
 

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dsgen.export import PROVENANCE, RESULT, provenance, staged_folder
+from dsgen.folders import PROVENANCE, RESULT, provenance, staged_folder
 
 PROMPT_NAME = "dsgen"  # the default prompt a prefix template becomes
 KIND = "model-folder"
@@ -94,7 +94,7 @@ def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, da
         template: the text template the model was trained and evaluated with (default: the one the
             run's trainer recorded, ``result.extra["training"]["text_template"]``); see the module docstring.
         overwrite: replace an existing folder dsgen did not write as a model folder (never one holding
-            runs; :func:`dsgen.export.check_target_folder`); None (the runner's ``<run>.model/``): no such
+            runs; :func:`dsgen.folders.check_target_folder`); None (the runner's ``<run>.model/``): no such
             option is offered, such a folder is refused.
     """
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
