@@ -490,7 +490,7 @@ def test_rise_and_rise_filter_share_one_sdi_fit_per_data_seed(setup, tmp_path, m
 
     def key(plan):
         stage = plan.reweighter
-        return again.fit_identity(stage.data_fit(), plan, again.data_inputs(plan))[0]
+        return again.data.fit_identity(stage.data_fit(), plan, again.data.data_inputs(plan))[0]
 
     base = key(plan_run("mock-sdi", mine, 1))
     assert key(plan_run("mock-sdi-filter", mine, 2)) == base  # the filter and the training seed: not the fit's
