@@ -36,7 +36,7 @@ class Overrides:
     API_PREFIX = "openai:"  # --generator openai:<model>: the debiased core's place taken by the openai generator
 
     def to_dict(self) -> dict[str, Any]:
-        from dsgen.generation.openai_api import redact_url  # a credential in --base-url is never stored
+        from dsgen.endpoints import redact_url  # a credential in --base-url is never stored
 
         return {k: redact_url(v) if k == "base_url" else v for k, v in vars(self).items() if v is not None}
 

@@ -3,9 +3,10 @@ the server returns where the answer writes its score (``logprobs``).
 
 The same judgement as :mod:`dsgen.labelling.lm_judge` (prompt, scale, smoothing, what replaces the label),
 asked of a served model: one request per pair, greedy, up to ``max_tokens`` tokens, with ``logprobs``
-(completions) or ``logprobs`` and ``top_logprobs`` (chat). Requests go through the ``openai`` generator's
-client (:class:`~dsgen.generation.openai_api.ApiClient`: bounded concurrency, retries, refusals recorded, one
-cached file per request: a rerun asks nothing).
+(completions) or ``logprobs`` and ``top_logprobs`` (chat). Requests go through the endpoint client the ``openai``
+generator asks through too (:class:`~dsgen.endpoints.ApiClient`: bounded concurrency, retries, refusals
+recorded, one cached file per request: a rerun asks nothing), with the same endpoint settings
+(:class:`~dsgen.endpoints.EndpointConfig`).
 
 **Where the score is read.** The answer is parsed as CLAIF parses its judge's
 (xiami2019/CLAIF@34f0dce:modeling.py#L225-L237): its first number (``[0-9\\.]*[0-9]``, whatever precedes it:
@@ -27,41 +28,36 @@ prefill): a chat judge takes no ``answer_prefix``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dsgen.data.pairs import Pair
+from dsgen.endpoints import TRANSPORT, ApiClient, EndpointConfig, RequestCache, redact_url, resolve_base_url
 from dsgen.errors import DsgenError
-from dsgen.generation.openai_api import (TRANSPORT, ApiClient, MaskedUrlConfig, check_base_url, check_extra_body,
-                                         redact_url, resolve_base_url)
 from dsgen.labelling.base import LABELLERS, LabelContext, LabelReport
 from dsgen.labelling.lm_judge import LmJudge, LmJudgeConfig, written_score  # noqa: F401 (written_score: one parser)
 
 
 @dataclass
-class ApiJudgeConfig(MaskedUrlConfig, LmJudgeConfig):
-    """:class:`LmJudgeConfig` for a served model. Args (besides the judge's): ``model``, ``base_url``,
-    ``api_key_env``, ``concurrency``, ``max_retries``, ``timeout``, ``extra_body`` as the ``openai``
-    generator's; ``top_logprobs``: how many top tokens a chat answer lists at each position (their digits are
-    read); ``max_tokens``: the answer's length, enough to reach a score written after a space, markup or a few
-    words (``I would rate it 4``)."""
+class ApiJudgeConfig(EndpointConfig, LmJudgeConfig):
+    """:class:`LmJudgeConfig` for a served model. Args (besides the judge's): ``model`` (the served model's id),
+    ``base_url``, ``api_key_env``, ``concurrency``, ``max_retries``, ``timeout``, ``extra_body``: the endpoint's
+    (:class:`~dsgen.endpoints.EndpointConfig`), as the ``openai`` generator's; ``top_logprobs``: how many top
+    tokens a chat answer lists at each position (their digits are read); ``max_tokens``: the answer's length,
+    enough to reach a score written after a space, markup or a few words (``I would rate it 4``)."""
 
-    model: str = ""
-    base_url: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 4
-    max_retries: int = 5
-    timeout: float = 60.0
     top_logprobs: int = 5  # OpenAI's legacy completions endpoint gives at most 5
     max_tokens: int = 16
-    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    who: ClassVar[str] = "api-judge"
+    field_order: ClassVar[tuple[str, ...]] = (*LmJudgeConfig.field_names(), "base_url", "api_key_env", "concurrency",
+                                              "max_retries", "timeout", "top_logprobs", "max_tokens", "extra_body")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.base_url:
-            check_base_url(self.base_url)
-        check_extra_body(self.extra_body, "api-judge")
+        super().__post_init__()  # the judge's checks (LmJudgeConfig)
+        self.check_url()
+        self.check_body()
         if self.max_tokens < 1:
             raise DsgenError(f"api-judge setting max_tokens must be at least 1 (got {self.max_tokens})")
 
@@ -80,7 +76,7 @@ class ApiJudge(LmJudge):
 
     def get_config_dict(self) -> dict[str, Any]:
         """The settings, with the endpoint as it will be asked (``$OPENAI_BASE_URL`` resolved, credentials
-        masked), and without how requests travel (:data:`~dsgen.generation.openai_api.TRANSPORT`) or where a
+        masked), and without how requests travel (:data:`~dsgen.endpoints.TRANSPORT`) or where a
         local judge would run."""
         out = {k: v for k, v in super().get_config_dict().items() if k not in TRANSPORT and k not in ("device", "dtype")}
         return {**out, "base_url": redact_url(resolve_base_url(self.config.base_url))}
@@ -93,14 +89,11 @@ class ApiJudge(LmJudge):
             raise DsgenError("a chat endpoint cannot be given the start of an answer: set [labelling] answer_prefix = \"\" "
                              "or chat = false")
         # a refused request is an abstention: more refusals than the abstention share allows fail the run at once
-        return ApiClient(cfg.model, "chat" if cfg.chat else "completions", cfg.base_url, cfg.api_key_env,
-                         cfg.concurrency, cfg.max_retries, cfg.timeout,
-                         float(getattr(cfg, "max_abstention_share", 1.0)), "api-judge",
-                         "[labelling] max_abstention_share")
+        return ApiClient.from_config(cfg, mode="chat" if cfg.chat else "completions",
+                                     max_failed_share=float(getattr(cfg, "max_abstention_share", 1.0)),
+                                     share_setting="[labelling] max_abstention_share")
 
     def score(self, pairs: list[Pair], context: LabelContext) -> LabelReport:
-        from dsgen.generation.openai_api import RequestCache
-
         cfg = self.config
         client = self.client()
         logprobs = {"logprobs": True, "top_logprobs": cfg.top_logprobs} if cfg.chat else {"logprobs": cfg.top_logprobs}

@@ -108,9 +108,9 @@ class DatasetTask(NeedTask):
 
     def reads(self) -> list[Path]:
         """What an interrupted making left under the output folder: its finished chunks and an API generator's
-        answered requests (:class:`~dsgen.generation.openai_api.RequestCache`'s folder), so a worker resumes as a
+        answered requests (:class:`~dsgen.endpoints.RequestCache`'s folder), so a worker resumes as a
         local run does."""
-        from dsgen.generation.openai_api import RequestCache
+        from dsgen.endpoints import RequestCache
 
         return [self.partial(), RequestCache(self.need.path).folder]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from dsgen.endpoints import TRANSPORT, ApiClient
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
-from dsgen.generation.openai_api import (SELF_DEBIASING, TRANSPORT, ApiClient, OpenAIConfig, OpenAIGenerator,
-                                         parse_chat_reply)
+from dsgen.generation.openai_api import SELF_DEBIASING, OpenAIConfig, OpenAIGenerator, parse_chat_reply
 from dsgen.taskspec import OutputFormat
 from tests.conftest import require
 from tests.generation.fake_openai_server import HTML, RATE_LIMITED, SERVER_ERROR, FakeOpenAIServer
@@ -181,7 +181,7 @@ def test_dataset_key_covers_the_api_the_model_and_the_spec_but_not_the_key(monke
 
 
 def test_backoff_doubles_is_capped_and_jittered_by_the_request_key():
-    gen = ApiClient("m", "completions")
+    gen = ApiClient(model="m", mode="completions", who="test", share_setting="max_failed_share")
     gen.backoff_base, gen.backoff_cap = 0.5, 30.0
     delays = [gen._delay("k1", a) for a in range(10)]
     assert all(0.25 * 2**a <= d < 0.5 * 2**a for a, d in enumerate(delays[:5]))

@@ -12,8 +12,9 @@ import uuid
 import pytest
 
 from dsgen.data.pairs import Pair
+from dsgen.endpoints import TRANSPORT, ApiClient
 from dsgen.errors import DsgenError
-from dsgen.generation.openai_api import TRANSPORT, ApiClient, OpenAIConfig, OpenAIGenerator
+from dsgen.generation.openai_api import OpenAIConfig, OpenAIGenerator
 from dsgen.labelling import LabelContext
 from dsgen.labelling.api_judge import ApiJudge, ApiJudgeConfig, written_score
 from tests.generation.fake_openai_server import FakeOpenAIServer, digit_logprobs
