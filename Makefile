@@ -11,7 +11,7 @@ export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 install: $(VENV)/.installed
 
 # What `make run` needs: torch, dsgen with its embedded models.
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 
 # What the tests need besides: pytest, Ray (the Ray backend's tests), MTEB (the MTEB export's), the openai client
 # and `transformers serve` (the openai generator's, against a real server on 127.0.0.1).
-$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml setup.py
 	$(PY) -m pip install -q -e '.[models,test,ray,mteb,openai,serving]'
 	touch $@
 
@@ -52,7 +52,7 @@ regress: install
 	$(DSGEN) regress --preset smoke
 
 # Ray (the `ray` scheduler of compare/claims/curve/run, and `dsgen generate --backend ray`).
-$(VENV)/.installed-ray: $(VENV)/.installed pyproject.toml
+$(VENV)/.installed-ray: $(VENV)/.installed pyproject.toml setup.py
 	$(PY) -m pip install -q -e '.[models,ray]'
 	touch $@
 
