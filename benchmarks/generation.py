@@ -33,7 +33,7 @@ LARGER_BATCHES = (256, 512)  # timed besides the generation default (GenerationC
 
 
 def _requests(spec: Any, inputs: list[str], n: int) -> list[Any]:
-    from dsgen.generation.decoding import DecodeRequest
+    from dsgen.generation.outputs import DecodeRequest
 
     return [DecodeRequest(spec.prompt(lab, x1), tuple(spec.prompt(c, x1) for c in spec.counter_labels[lab]), n)
             for x1 in inputs for lab in spec.labels]
@@ -93,9 +93,12 @@ def bare_forward(model: Any, tokenizer: Any, batch: int, context: int, steps: in
 def greedy_agreement(model: Any, tokenizer: Any, reqs: list[Any], batch_sizes: Sequence[int], seed: int,
                      other: Any = None) -> dict[int, float]:
     """Per batch size, the share of items whose greedy output is the same
-    (:func:`dsgen.generation.decoding.same_output`) in the core and in the reference loop (or, with
+    (:func:`dsgen.generation.reference.same_output`) in the core and in the reference loop (or, with
     ``other``, in the core on ``model`` and the core on ``other``)."""
-    from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig, reference_decode, same_output
+    from dsgen.generation.decoding import DebiasedDecoder
+    from dsgen.generation.outputs import DecodeRequest
+    from dsgen.generation.reference import reference_decode, same_output
+    from dsgen.generation.sampling import SamplingConfig
 
     greedy = SamplingConfig(top_k=1)
     items = [DecodeRequest(r.prompt, r.counter_prompts, 1) for r in reqs]
@@ -152,7 +155,9 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     from dsgen.console import console as make_console
     from dsgen.data.inputs import load_inputs
     from dsgen.generation.debiased import GenerationConfig
-    from dsgen.generation.decoding import DebiasedDecoder, SamplingConfig, reference_decode
+    from dsgen.generation.decoding import DebiasedDecoder
+    from dsgen.generation.reference import reference_decode
+    from dsgen.generation.sampling import SamplingConfig
     from dsgen.models import load_causal_lm
     from dsgen.taskspec import load_task_spec
 

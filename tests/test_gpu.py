@@ -5,7 +5,10 @@ not run yet (see the README)."""
 import pytest
 import torch
 
-from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, SamplingConfig, reference_decode, same_output
+from dsgen.generation.decoding import DebiasedDecoder
+from dsgen.generation.outputs import DecodeRequest
+from dsgen.generation.reference import reference_decode, same_output
+from dsgen.generation.sampling import SamplingConfig
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 from tests.conftest import build_tiny_lm, require
 from tests.generation.test_decoding import QuoteBias, check_rederived, make_requests

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dsgen.data.scored_pairs import PairSet
 from dsgen.errors import DsgenError
 
 # (repository, revision): the revisions MTEB's own task metadata pins, so that a cached copy
@@ -72,11 +73,9 @@ def write_hub_frame(path: Path, frame) -> None:  # noqa: ANN001 - a pandas DataF
         frame[["sentence1", "sentence2", "score"]].to_json(fh, orient="records", lines=True, force_ascii=False)
 
 
-def read_hub_task(root: Path, task: str):
+def read_hub_task(root: Path, task: str) -> PairSet:
     """Pairs of one task from the Hub cache (see :func:`download_sts`)."""
     import pandas as pd
-
-    from dsgen.data.sts import PairSet
 
     path = hub_file(root, task)
     try:

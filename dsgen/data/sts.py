@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from dsgen.data.hub import download_sts
+from dsgen.data.scored_pairs import PairSet
 from dsgen.errors import DsgenError
 
 ENV_VAR = "DSGEN_DATA_DIR"
@@ -30,23 +31,6 @@ STS_YEARS: dict[str, tuple[str, str, tuple[str, ...]]] = {
               ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
 }
 SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-
-
-@dataclass
-class PairSet:
-    """Sentence pairs with gold scores."""
-
-    sentences1: list[str]
-    sentences2: list[str]
-    scores: list[float]
-
-    def __len__(self) -> int:
-        return len(self.scores)
-
-    def extend(self, other: "PairSet") -> None:
-        self.sentences1 += other.sentences1
-        self.sentences2 += other.sentences2
-        self.scores += other.scores
 
 
 _DEFAULT: list[str | Path | None] = [None]
@@ -72,8 +56,6 @@ def data_dir(explicit: str | Path | None = None) -> Path:
         if not path.is_dir():
             raise DsgenError(f"STS data directory {path} does not exist; point --data-dir or {ENV_VAR} at the folder holding sts12 ... sick")
         return path
-    from dsgen.data.hub import download_sts
-
     return download_sts()
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsgen.data.sts import PairSet, data_dir
+from dsgen.data.scored_pairs import PairSet
+from dsgen.data.sts import data_dir
 from dsgen.evaluation.results import Result, TaskScore
 from dsgen.evaluation.tasks import TASKS
 

@@ -33,13 +33,13 @@ def senteval_sentence(text: str, lowercase: bool, tokenizer: Any) -> str:
 
 
 def apply(name: str, pairs: Any, lowercase: bool) -> Any:
-    """``pairs`` (a :class:`dsgen.data.sts.PairSet`) under convention ``name``."""
+    """``pairs`` (a :class:`dsgen.data.scored_pairs.PairSet`) under convention ``name``."""
     check_preprocess(name)
     if name == "raw":
         return pairs
     from sacremoses import MosesTokenizer
 
-    from dsgen.data.sts import PairSet
+    from dsgen.data.scored_pairs import PairSet
 
     tok = MosesTokenizer(lang="en")
     cache: dict[str, str] = {}

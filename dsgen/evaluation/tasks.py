@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from dsgen.data import sts
+from dsgen.data.scored_pairs import PairSet
 from dsgen.errors import DsgenError
 from dsgen.registry import Registry
 
@@ -38,7 +39,7 @@ class StsTask:
     source: str
     n_pairs: int
     citation: str
-    reader: Callable[[Path], sts.PairSet]
+    reader: Callable[[Path], PairSet]
     hub_name: str | None = None
     main_score: str = "cosine_spearman"
     senteval_lowercase: bool = True  # SentEval lower-cases STS12-16 and STSb, not SICK
@@ -47,7 +48,7 @@ class StsTask:
         if self.n_pairs <= 0 or not self.citation or not self.description:
             raise ValueError(f"task {self.name}: metadata incomplete")
 
-    def load(self, root: Path, preprocess: str = "raw") -> sts.PairSet:
+    def load(self, root: Path, preprocess: str = "raw") -> PairSet:
         """Read and count-check the pairs under ``root``, in the text convention ``preprocess``."""
         from dsgen.data.hub import read_hub_task
         from dsgen.evaluation.preprocess import apply

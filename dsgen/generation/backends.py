@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from dsgen.generation.chunks import Chunk, decode_chunk
-from dsgen.generation.decoding import DebiasedDecoder, OutputRules, SamplingConfig
+from dsgen.generation.decoding import DebiasedDecoder
+from dsgen.generation.outputs import OutputRules
+from dsgen.generation.sampling import SamplingConfig
 from dsgen.registry import Registry
 from dsgen.taskspec import OutputFormat
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsgen.generation.decode_step import blocked_output_head, invariant_forward
-from dsgen.generation.forward import buffer_cache, cache_arg, pad_id, tokenize
-from dsgen.generation.invariance import numerics
+from dsgen.generation.forward import buffer_cache, cache_arg, extend_rows, pad_id, tokenize
+from dsgen.generation.probed import Numerics
 
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
 
@@ -85,14 +85,14 @@ class PromptBank:
 
     Args:
         share_prefixes: compute shared prefixes once (False: every prompt whole; the same values);
-            None: where this machine's probe found it exact (:func:`~dsgen.generation.invariance.numerics`).
+            None: where this machine's probe found it exact (``numerics.shared``).
+        numerics: what this machine's probe chose for ``model``
+            (:func:`dsgen.generation.invariance.numerics`): the forward's row counts and softmax.
     """
 
     def __init__(self, model: Any, tokenizer: Any, prompts: Sequence[str], batch_size: int = 32,
-                 share_prefixes: bool | None = None) -> None:
+                 share_prefixes: bool | None = None, *, numerics: Numerics) -> None:
         import torch
-
-        from dsgen.generation.forward import extend_rows
 
         distinct = list(dict.fromkeys(prompts))
         ids = tokenize(tokenizer, distinct) if distinct else []
@@ -109,7 +109,7 @@ class PromptBank:
             return
         pad = pad_id(tokenizer)
         if share_prefixes is None:
-            share_prefixes = numerics(model).shared
+            share_prefixes = numerics.shared
         shared = shared_prefixes(ids) if share_prefixes else [0] * len(ids)
 
         # 1. each shared prefix once: per layer [H, p, D]
@@ -117,7 +117,7 @@ class PromptBank:
         cached: dict[tuple[int, ...], tuple[list[Any], list[Any]]] = {}
         for start in range(0, len(prefixes), batch_size):
             part = prefixes[start:start + batch_size]
-            out = extend_rows(model, part, pad)
+            out = extend_rows(model, part, pad, numerics=numerics)
             self.forward_tokens += sum(out.lengths)
             self.batches += 1
             for r, prefix in enumerate(part):
@@ -144,7 +144,8 @@ class PromptBank:
                             vb[r, :, wp - shared[i]:] = v[layer]
                     past_k.append(kb)
                     past_v.append(vb)
-            out = extend_rows(model, [ids[i][shared[i]:] for i in rows], pad, past_k, past_v, past_lengths)
+            out = extend_rows(model, [ids[i][shared[i]:] for i in rows], pad, past_k, past_v, past_lengths,
+                              numerics=numerics)
             self.forward_tokens += sum(out.lengths)
             self.batches += 1
             self.suffix_batches += 1
@@ -176,17 +177,19 @@ class ActiveBatch:
         model: the causal LM (its forward is called by :meth:`advance`).
         device: where the tensors live.
         max_rows: slots (rounded up to a batch-invariant row count, so that any step can be padded
-            to one, as probed for the model: :func:`dsgen.generation.invariance.numerics`).
+            to one, as probed for the model).
         max_columns: the longest a row gets (longest prompt + new tokens); buffers hold a few more.
         first_column: the first write column (the longest prompt, so every prompt fits before it).
         spare_columns: columns beyond the longest row; every that many steps, live columns move left.
+        numerics: what this machine's probe chose for ``model``
+            (:func:`dsgen.generation.invariance.numerics`): the row counts and softmax of every step.
     """
 
     def __init__(self, model: Any, device: Any, max_rows: int, max_columns: int, first_column: int,
-                 spare_columns: int = SPARE_COLUMNS) -> None:
+                 spare_columns: int = SPARE_COLUMNS, *, numerics: Numerics) -> None:
         self.model = model
         self.device = device
-        self.numerics = numerics(model)
+        self.numerics = numerics
         self.max_rows = self.numerics.rows(max_rows)  # room to pad any step to a batch-invariant row count
         self.columns = max_columns + max(1, spare_columns)
         self.first_column = first_column

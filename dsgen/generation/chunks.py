@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsgen.artifacts import read_jsonl, stable_hash, write_jsonl
-from dsgen.generation.decoding import DebiasedDecoder, DecodeOutput, DecodeRequest
+from dsgen.generation.decoding import DebiasedDecoder
+from dsgen.generation.outputs import DecodeOutput, DecodeRequest
 
 
 @dataclass(frozen=True)

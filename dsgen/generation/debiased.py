@@ -27,7 +27,8 @@ from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import GenerationContext, Generator, PairCollector
 from dsgen.generation.chunks import Chunk, ChunkItem, ChunkStore, chunk_seed
-from dsgen.generation.decoding import DecodeRequest, SamplingConfig
+from dsgen.generation.outputs import DecodeRequest
+from dsgen.generation.sampling import SamplingConfig
 from dsgen.taskspec import TaskSpec, load_task_spec
 
 

@@ -13,6 +13,8 @@ what else is in the batch. Padding is done here, from token ids, so the tokenize
   (:class:`dsgen.generation.batch.PromptBank`) calls it.
 - :func:`buffer_cache`: a transformers cache over preallocated buffers, written in place; the
   decode loop's batch and :func:`extend_rows` use it.
+- :func:`sliding_window`, :func:`check_fits_window`: what length of row the model can attend to,
+  checked by both decode loops before they start.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dsgen.errors import DsgenError
 from dsgen.generation.decode_step import blocked_output_head, invariant_forward
-from dsgen.generation.invariance import numerics
+from dsgen.generation.probed import Numerics
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
@@ -123,7 +126,8 @@ class Extension:
 
 
 def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
-                past_values: list[Any] | None = None, past_lengths: Sequence[int] | None = None) -> Extension:
+                past_values: list[Any] | None = None, past_lengths: Sequence[int] | None = None, *,
+                numerics: Numerics) -> Extension:
     """Feed each row its new tokens after its own past, in one batch; every row gets the bits it
     would get alone.
 
@@ -132,12 +136,14 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
         pad: the id fed at padding positions.
         past_keys / past_values: per layer ``[B, H, P, D]``, row r's past right-aligned in its last
             ``past_lengths[r]`` columns (None: no past).
+        numerics: what this machine's probe chose for ``model``
+            (:func:`dsgen.generation.invariance.numerics`).
     Layout (why it is batch-invariant): row r's keys are ``[padding][past][new][padding]``, its real
     columns contiguous, so that padding only ever comes before or after them (an attention score or
     sum then has the same bits as without it; a gap would not); the new tokens are padded on the
     right and the output head reads each row's last real position; rows are added (a padding
     sequence) until the row count is batch-invariant, and attention uses the softmax that is
-    batch-invariant on this machine (both as probed: :func:`~dsgen.generation.invariance.numerics`).
+    batch-invariant on this machine (both as probed: ``numerics``).
     """
     import torch
 
@@ -145,8 +151,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     n = len(new)
     past_lengths = list(past_lengths) if past_lengths is not None else [0] * n
     lengths = [len(s) for s in new]
-    found = numerics(model)
-    rows = found.rows(n)
+    rows = numerics.rows(n)
     lengths_all = lengths + [1] * (rows - n)
     past_all = past_lengths + [0] * (rows - n)
     wp = int(past_keys[0].shape[2]) if past_keys is not None else 0
@@ -183,7 +188,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     head = model.get_output_embeddings()
     hook = head.register_forward_pre_hook(gather_last)
     try:
-        with invariant_forward(model, found.attention), blocked_output_head(model):
+        with invariant_forward(model, numerics.attention), blocked_output_head(model):
             out = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
                         position_ids=positions.to(device), **cache_arg(model, cache), use_cache=True, logits_to_keep=0)
     finally:
@@ -225,3 +230,18 @@ def sliding_window(model: Any) -> int | None:
     if types is not None and "sliding_attention" not in types:
         return None
     return int(window)
+
+
+def check_fits_window(model: Any, longest_prompt: int, max_new_tokens: int) -> None:
+    """A row must fit what the model can attend to: a sliding-window model's window (it attends to all of a row only
+    inside it) and a model's learned absolute positions (GPT-2's ``n_positions``: a longer row has no embedding and
+    would crash inside the forward); refuse otherwise, in one line."""
+    limits = [(sliding_window(model), "sliding attention window")]
+    cfg = getattr(model, "config", None)
+    cfg = getattr(cfg, "text_config", None) or cfg
+    limits.append((getattr(cfg, "n_positions", None), "learned positions"))
+    for limit, what in limits:
+        if limit and longest_prompt + max_new_tokens > limit - 1:
+            raise DsgenError(f"a prompt of {longest_prompt} tokens plus {max_new_tokens} new tokens does not fit the "
+                             f"model's {what} ({limit}); use shorter prompts or --max-new-tokens "
+                             f"{max(1, limit - 1 - longest_prompt)}")

@@ -21,6 +21,12 @@ sharing rows and prefixes (``shared`` False): its outputs are then still the sam
 same seed, batch size and machine, but no longer equal to a one-row-at-a-time schedule's. The
 choice is recorded in every generated dataset's sidecar (``numerics``).
 
+The probe sits above the batch: it runs a :class:`~dsgen.generation.batch.PromptBank` and an
+:class:`~dsgen.generation.batch.ActiveBatch` with each candidate. The record it returns
+(:class:`~dsgen.generation.probed.Numerics`) and the process's memory of it per model live below
+the batch (:mod:`dsgen.generation.probed`); the decoder asks :func:`numerics` before it builds a
+batch and hands the answer down.
+
 Probing costs about 7 s for SmolLM2-135M on an AVX-512 CPU (both softmaxes tried) and a fraction of a
 second for the tests' tiny models.
 """
@@ -28,76 +34,23 @@ second for the tests' tiny models.
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts, invariant_rows
-
-ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
-
-
-@dataclass(frozen=True)
-class Numerics:
-    """What the probe found for one model on this machine.
-
-    Args:
-        attention: the softmax of the row-wise attention, ``"softmax"`` (PyTorch's fused kernel) or
-            ``"exact-sum"`` (:func:`~dsgen.generation.decode_step.exact_softmax`).
-        counts: row counts at which the model's linear layers give every row the same bits.
-        shared: whether sharing rows and prefixes is exact (every probe passed).
-        threads: whether one thread computes what several do (a Ray actor and a local run agree).
-        cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
-        failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
-    """
-
-    attention: str = "softmax"
-    counts: tuple[int, ...] = ()
-    shared: bool = True
-    threads: bool = True
-    cpu: str = ""
-    failed: tuple[str, ...] = ()
-
-    def rows(self, n: int) -> int:
-        """The batch-invariant row count to pad ``n`` rows to."""
-        return invariant_rows(n, self.counts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed)}
-
-    def summary(self) -> str:
-        """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant``."""
-        return (f"{self.cpu}: {self.attention} softmax, " + ("rows shared" if self.shared else "rows not shared")
-                + (", thread-invariant" if self.threads else ", not thread-invariant"))
-
-
-_found: "weakref.WeakKeyDictionary[Any, Numerics]" = weakref.WeakKeyDictionary()
-_trying: contextvars.ContextVar[Numerics | None] = contextvars.ContextVar("dsgen_numerics_trying", default=None)
+from dsgen.generation.batch import ActiveBatch, PromptBank
+from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts
+from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
 def numerics(model: Any) -> Numerics:
     """The numerics to use for ``model`` on this machine (probed on first use, then remembered for
-    the model's lifetime). A non-CPU model is not probed: it gets the fused softmax and the default
-    row counts (a GPU's kernels are another story; see the README's *GPU*)."""
-    trying = _trying.get()
-    if trying is not None:
-        return trying
-    found = _found.get(model)
+    the model's lifetime: :mod:`dsgen.generation.probed`). A non-CPU model is not probed: it gets the
+    fused softmax and the default row counts (a GPU's kernels are another story; see the README's *GPU*).
+    Within :func:`~dsgen.generation.probed.assume`, the assumed numerics, unprobed."""
+    found = known(model)
     if found is None:
-        found = _found[model] = probe(model)
+        found = remember(model, probe(model))
     return found
-
-
-@contextlib.contextmanager
-def assume(candidate: Numerics) -> Iterator[None]:
-    """Within the block, :func:`numerics` answers ``candidate`` for every model (what a probe tries)."""
-    token = _trying.set(candidate)
-    try:
-        yield
-    finally:
-        _trying.reset(token)
 
 
 def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
@@ -133,10 +86,10 @@ def probe(model: Any) -> Numerics:
     texts = [" ".join(map(str, p)) for p in _prompts(model)]
     for attention in ATTENTIONS:
         candidate = Numerics(attention, counts, True, True, cpu)
-        with assume(candidate), torch.inference_mode(), _without_hooks(model):
-            bank, failures = _prefill_failures(model, texts)
-            failures = failures or _decode_failures(model, bank)
-            same_threads = not failures and _thread_invariant(model, bank, texts)
+        with torch.inference_mode(), _without_hooks(model):
+            bank, failures = _prefill_failures(model, texts, candidate)
+            failures = failures or _decode_failures(model, bank, candidate)
+            same_threads = not failures and _thread_invariant(model, bank, texts, candidate)
         threads = same_threads
         if not failures:
             return Numerics(attention, counts, True, same_threads, cpu,
@@ -191,22 +144,21 @@ def _prompts(model: Any, seed: int = 0) -> list[list[int]]:
     return out + [ids(n) for n in (3, 7, 13, 50)]
 
 
-def _prefill_failures(model: Any, texts: Sequence[str]) -> tuple[Any, list[str]]:
+def _prefill_failures(model: Any, texts: Sequence[str], candidate: Numerics) -> tuple[PromptBank, list[str]]:
     """The prompt bank's property: a prompt's logits and keys are the same bits with shared prefixes
     (fed after its cached prefix) as whole, and in any subset of prompts. Returns the bank too."""
     import torch
 
-    from dsgen.generation.batch import PromptBank
-
-    shared = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=True)
-    whole = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=False)
+    shared = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=True, numerics=candidate)
+    whole = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=False, numerics=candidate)
     failed = []
     same = torch.equal(shared.logits, whole.logits) and all(
         torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))
     if not same:
         failed.append("prefill after a cached prefix")
     for subset in ([0, 2, 5], [1, 3, 4, 6, 7]):
-        part = PromptBank(model, _IdTokenizer(), [texts[i] for i in subset], batch_size=32, share_prefixes=True)
+        part = PromptBank(model, _IdTokenizer(), [texts[i] for i in subset], batch_size=32, share_prefixes=True,
+                          numerics=candidate)
         w = part.width
         if not (torch.equal(part.logits, shared.logits[subset])
                 and all(torch.equal(a, b[subset, :, b.shape[2] - w:])
@@ -215,17 +167,16 @@ def _prefill_failures(model: Any, texts: Sequence[str]) -> tuple[Any, list[str]]
     return shared, failed
 
 
-def _decode_logits(model: Any, bank: Any, rows: Sequence[int], steps: Sequence[Sequence[int]]) -> Any:
+def _decode_logits(model: Any, bank: PromptBank, rows: Sequence[int], steps: Sequence[Sequence[int]],
+                   candidate: Numerics) -> Any:
     """Logits after feeding ``steps`` (one token per row each) to the prompts ``rows`` of ``bank``,
     decoded together. Within a decode call every row writes the same column, so rows keep their
     alignment to each other whatever the batch; the bank (its width) is the call's."""
     import torch
 
-    from dsgen.generation.batch import ActiveBatch
-
     prompts = list(bank.index)
     batch = ActiveBatch(model, torch.device("cpu"), max_rows=len(rows), max_columns=bank.width + len(steps),
-                        first_column=bank.width)
+                        first_column=bank.width, numerics=candidate)
     batch.admit(bank, [prompts[r % len(prompts)] for r in rows])
     for tokens in steps:
         batch.advance(torch.tensor([tokens[r] for r in rows]))
@@ -237,35 +188,33 @@ def _steps(model: Any, rows: int) -> list[list[int]]:
     return [[1 + (7 * i + 3 * s) % (vocab - 1) for i in range(rows)] for s in range(2)]
 
 
-def _decode_failures(model: Any, bank: Any, rows: int = 80) -> list[str]:
+def _decode_failures(model: Any, bank: PromptBank, candidate: Numerics, rows: int = 80) -> list[str]:
     """A row's logits after two decode steps are the same bits in any batch, slot and row count
     (small steps padded to a probed count, and steps beyond the counts probed one by one)."""
     import torch
 
     steps = _steps(model, rows)
-    full = _decode_logits(model, bank, range(rows), steps)
+    full = _decode_logits(model, bank, range(rows), steps, candidate)
     for lo, hi in ((0, 1), (3, 6), (2, 15), (9, 80)):
-        if not torch.equal(_decode_logits(model, bank, range(lo, hi), steps), full[lo:hi]):
+        if not torch.equal(_decode_logits(model, bank, range(lo, hi), steps, candidate), full[lo:hi]):
             return [f"decode rows {lo}-{hi} of {rows}"]
     return []
 
 
-def _thread_invariant(model: Any, bank: Any, texts: Sequence[str], rows: int = 13) -> bool:
+def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candidate: Numerics, rows: int = 13) -> bool:
     """One thread computes the bits several do (prefill and decode)."""
     import torch
 
-    from dsgen.generation.batch import PromptBank
-
     threads = torch.get_num_threads()
     steps = _steps(model, rows)
-    many = _decode_logits(model, bank, range(rows), steps)
+    many = _decode_logits(model, bank, range(rows), steps, candidate)
     try:
         torch.set_num_threads(1)
-        one_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8)
-        one = _decode_logits(model, one_bank, range(rows), steps)
+        one_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=candidate)
+        one = _decode_logits(model, one_bank, range(rows), steps, candidate)
     finally:
         torch.set_num_threads(threads)
     return bool(torch.equal(one_bank.logits, bank.logits) and torch.equal(one, many))
 
 
-__all__ = ["Numerics", "numerics", "probe", "assume", "layer_shapes", "ATTENTIONS"]
+__all__ = ["numerics", "probe", "layer_shapes"]

@@ -75,7 +75,9 @@ def written_score(text: str, max_score: float, parse: str = "first") -> float | 
 def greedy_answers(lm: Any, prompts: list[str], max_new_tokens: int, batch_size: int) -> list[str]:
     """Each prompt's greedy continuation up to its first line break or end of text (at most ``max_new_tokens``),
     decoded by the batched core (:class:`~dsgen.generation.decoding.DebiasedDecoder`, no counter rows, top-k 1)."""
-    from dsgen.generation.decoding import DebiasedDecoder, DecodeRequest, OutputRules, SamplingConfig
+    from dsgen.generation.decoding import DebiasedDecoder
+    from dsgen.generation.outputs import DecodeRequest, OutputRules
+    from dsgen.generation.sampling import SamplingConfig
 
     sampling = SamplingConfig(decay_constant=0.0, top_k=1, top_p=1.0, max_new_tokens=max_new_tokens, suppress_eos=False,
                               stop_at_newline=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
-from dsgen.generation.decoding import SamplingConfig
+from dsgen.generation.sampling import SamplingConfig
 
 INPUTS = [f"Sentence number {i} is short." for i in range(7)]
 

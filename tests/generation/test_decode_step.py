@@ -11,8 +11,10 @@ import torch
 from dsgen.generation.batch import ActiveBatch, PromptBank
 from dsgen.generation.decode_step import (blocked_head, blocked_output_head, row_attention, invariant_rows,
                                           invariant_forward)
-from dsgen.generation.decoding import DebiasedDecoder, SamplingConfig
+from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import cache_arg, returned_cache
+from dsgen.generation.invariance import numerics
+from dsgen.generation.sampling import SamplingConfig
 from tests.conftest import build_tiny_lm
 from tests.generation.test_decoding import QuoteBias, make_requests
 
@@ -57,9 +59,10 @@ def test_linear_layers_give_every_row_the_same_bits_at_invariant_row_counts(k, n
 
 def _step_logits(model, tok, prompts, tokens):
     """Logits of one decode step for ``prompts`` fed ``tokens``, in one batch."""
-    bank = PromptBank(model, tok, PROMPTS)
+    found = numerics(model)
+    bank = PromptBank(model, tok, PROMPTS, numerics=found)
     batch = ActiveBatch(model, torch.device("cpu"), max_rows=len(prompts), max_columns=bank.width + 4,
-                        first_column=bank.width)
+                        first_column=bank.width, numerics=found)
     with torch.inference_mode():
         batch.admit(bank, prompts)
         batch.advance(torch.tensor(tokens))
@@ -198,9 +201,10 @@ def test_the_prompt_bank_is_the_same_bits_with_shared_prefixes_and_in_any_subset
     model, tok = build_tiny_lm(seed=5, arch=arch)
     prompts = DINO_LIKE + OTHER
     with torch.inference_mode():
-        shared = PromptBank(model, tok, prompts, batch_size=4)
-        whole = PromptBank(model, tok, prompts, batch_size=4, share_prefixes=False)
-        subset = PromptBank(model, tok, prompts[1:3] + prompts[4:5], batch_size=32)
+        found = numerics(model)
+        shared = PromptBank(model, tok, prompts, batch_size=4, numerics=found)
+        whole = PromptBank(model, tok, prompts, batch_size=4, share_prefixes=False, numerics=found)
+        subset = PromptBank(model, tok, prompts[1:3] + prompts[4:5], batch_size=32, numerics=found)
     assert shared.forward_tokens < whole.forward_tokens
     assert torch.equal(shared.logits, whole.logits)
     for a, b in zip(shared.keys + shared.values, whole.keys + whole.values):
@@ -220,9 +224,10 @@ def test_extending_rows_after_their_past_computes_what_the_whole_forward_compute
     ids = tokenize(tok, DINO_LIKE[:3] + OTHER[1:])
     split = [9, 5, 12, 0]
     with torch.inference_mode():
+        found = numerics(model)
         reference = forward_last(model, ids, pad_id(tok)).logits
-        whole = extend_rows(model, ids, pad_id(tok))
-        past = extend_rows(model, [s[:p] for s, p in zip(ids, split) if p], pad_id(tok))
+        whole = extend_rows(model, ids, pad_id(tok), numerics=found)
+        past = extend_rows(model, [s[:p] for s, p in zip(ids, split) if p], pad_id(tok), numerics=found)
         wp = max(split)
         pk, pv = [], []
         for k, v in zip(past.keys, past.values):
@@ -232,7 +237,7 @@ def test_extending_rows_after_their_past_computes_what_the_whole_forward_compute
                     kb[r, :, wp - p:], vb[r, :, wp - p:] = k[row, :, :p], v[row, :, :p]
             pk.append(kb)
             pv.append(vb)
-        extended = extend_rows(model, [s[p:] for s, p in zip(ids, split)], pad_id(tok), pk, pv, split)
+        extended = extend_rows(model, [s[p:] for s, p in zip(ids, split)], pad_id(tok), pk, pv, split, numerics=found)
     assert torch.allclose(whole.logits, reference, rtol=1e-5, atol=1e-5)
     assert torch.equal(extended.logits, whole.logits)
     for layer in range(len(whole.keys)):

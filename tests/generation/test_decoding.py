@@ -9,9 +9,11 @@ import torch
 
 from dsgen.errors import DsgenError
 from dsgen.generation.batch import ActiveBatch
-from dsgen.generation.decoding import (DebiasedDecoder, DecodeOutput, DecodeRequest, OutputRules, SamplingConfig,
-                                       TokenSampler, reference_decode, same_output, self_debias)
+from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import tokenize
+from dsgen.generation.outputs import DecodeOutput, DecodeRequest, OutputRules
+from dsgen.generation.reference import reference_decode, same_output
+from dsgen.generation.sampling import SamplingConfig, TokenSampler, self_debias
 from dsgen.models import end_of_text_ids
 from tests.conftest import build_tiny_lm
 
@@ -361,10 +363,12 @@ def test_a_curly_quote_spec_closes_with_the_curly_closing_quote(tmp_path):
 
 def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm):
     from dsgen.generation.batch import PromptBank
+    from dsgen.generation.invariance import numerics
 
-    bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'])
+    found = numerics(tiny_lm.model)
+    bank = PromptBank(tiny_lm.model, tiny_lm.tokenizer, ['Say "', 'Tell me "'], numerics=found)
     batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.width + 5,
-                        first_column=bank.width)
+                        first_column=bank.width, numerics=found)
     slots = batch.admit(bank, ['Say "', 'Tell me "', 'Say "', 'Tell me "'])
     assert slots == [0, 1, 2, 3] and batch.live == 4
     with torch.inference_mode():

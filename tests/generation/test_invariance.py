@@ -10,8 +10,10 @@ import torch
 
 from dsgen.generation import invariance
 from dsgen.generation.decode_step import LARGE_ROWS, exact_softmax
-from dsgen.generation.decoding import DebiasedDecoder, SamplingConfig
-from dsgen.generation.invariance import Numerics, assume, numerics, probe
+from dsgen.generation.decoding import DebiasedDecoder
+from dsgen.generation.invariance import numerics, probe
+from dsgen.generation.probed import ATTENTIONS, Numerics, assume
+from dsgen.generation.sampling import SamplingConfig
 from tests.conftest import build_tiny_lm
 from tests.generation.test_decoding import QuoteBias, Script, make_requests
 
@@ -36,7 +38,7 @@ def test_the_probe_finds_an_exact_path_on_this_machine(arch):
     model, _ = build_tiny_lm(seed=7, arch=arch)
     found = probe(model)
     print(found.summary(), found.failed)
-    assert found.shared and found.threads and found.attention in invariance.ATTENTIONS
+    assert found.shared and found.threads and found.attention in ATTENTIONS
     assert found.counts and found.counts[-1] == LARGE_ROWS[-1] and found.cpu == torch.backends.cpu.get_cpu_capability()
     assert numerics(model) == found and numerics(model) is numerics(model)  # probed once per model
     if found.attention == "exact-sum":  # chosen only because PyTorch's softmax failed a probe
@@ -102,8 +104,8 @@ def test_the_real_generator_is_probed_at_its_own_sizes_and_its_prefill_is_exact(
     inputs = ["A man is playing a guitar.", "Two dogs run.", "A woman is slicing an onion on a board in the kitchen."]
     prompts = [spec.prompt(label, x1) for x1 in inputs for label in spec.labels]
     with torch.inference_mode():
-        shared = PromptBank(lm.model, lm.tokenizer, prompts, batch_size=4, share_prefixes=True)
-        whole = PromptBank(lm.model, lm.tokenizer, prompts, batch_size=4, share_prefixes=False)
+        shared = PromptBank(lm.model, lm.tokenizer, prompts, batch_size=4, share_prefixes=True, numerics=found)
+        whole = PromptBank(lm.model, lm.tokenizer, prompts, batch_size=4, share_prefixes=False, numerics=found)
     assert shared.forward_tokens < whole.forward_tokens
     assert torch.equal(shared.logits, whole.logits)
     assert all(torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))

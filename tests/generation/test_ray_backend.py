@@ -12,7 +12,7 @@ import time
 import pytest
 
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
-from dsgen.generation.decoding import SamplingConfig
+from dsgen.generation.sampling import SamplingConfig
 from tests.conftest import require
 
 ray = require("ray", "ray")  # the Ray backend is an optional extra

@@ -1,0 +1,90 @@
+"""The numerics a model decodes with on this machine: the record, what the process remembers, the override.
+
+The machine's probe (:mod:`dsgen.generation.invariance`, above the batch: it runs the batch)
+decides which batch-invariant numerics hold for a model and records them here as a
+:class:`Numerics`. This module sits below the batch: the prefill, the active batch and the batched
+forward (:mod:`~dsgen.generation.forward`, :mod:`~dsgen.generation.batch`) are handed a
+:class:`Numerics` and read it; they never probe. Per process, the record found for a model is
+remembered for the model's lifetime (:func:`remember`, :func:`known`), and :func:`assume`
+overrides it within a block (what a probe tries, or a test forces).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import weakref
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dsgen.generation.decode_step import invariant_rows
+
+ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """What the probe found for one model on this machine.
+
+    Args:
+        attention: the softmax of the row-wise attention, ``"softmax"`` (PyTorch's fused kernel) or
+            ``"exact-sum"`` (:func:`~dsgen.generation.decode_step.exact_softmax`).
+        counts: row counts at which the model's linear layers give every row the same bits.
+        shared: whether sharing rows and prefixes is exact (every probe passed).
+        threads: whether one thread computes what several do (a Ray actor and a local run agree).
+        cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
+        failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
+    """
+
+    attention: str = "softmax"
+    counts: tuple[int, ...] = ()
+    shared: bool = True
+    threads: bool = True
+    cpu: str = ""
+    failed: tuple[str, ...] = ()
+
+    def rows(self, n: int) -> int:
+        """The batch-invariant row count to pad ``n`` rows to."""
+        return invariant_rows(n, self.counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed)}
+
+    def summary(self) -> str:
+        """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant``."""
+        return (f"{self.cpu}: {self.attention} softmax, " + ("rows shared" if self.shared else "rows not shared")
+                + (", thread-invariant" if self.threads else ", not thread-invariant"))
+
+
+_found: "weakref.WeakKeyDictionary[Any, Numerics]" = weakref.WeakKeyDictionary()
+_trying: contextvars.ContextVar[Numerics | None] = contextvars.ContextVar("dsgen_numerics_trying", default=None)
+
+
+def known(model: Any) -> Numerics | None:
+    """The numerics to use for ``model``: the one :func:`assume` sets, else the one remembered for it
+    in this process, else None (not probed yet: :func:`dsgen.generation.invariance.numerics` probes)."""
+    trying = _trying.get()
+    if trying is not None:
+        return trying
+    return _found.get(model)
+
+
+def remember(model: Any, found: Numerics) -> Numerics:
+    """Remember ``found`` for ``model`` for the model's lifetime in this process; return it."""
+    _found[model] = found
+    return found
+
+
+@contextlib.contextmanager
+def assume(candidate: Numerics) -> Iterator[None]:
+    """Within the block, :func:`known` (and so :func:`dsgen.generation.invariance.numerics`) answers
+    ``candidate`` for every model."""
+    token = _trying.set(candidate)
+    try:
+        yield
+    finally:
+        _trying.reset(token)
+
+
+__all__ = ["Numerics", "ATTENTIONS", "known", "remember", "assume"]
