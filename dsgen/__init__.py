@@ -5,14 +5,12 @@ torch, transformers and sentence-transformers are imported by the modules that n
 (:mod:`dsgen.api`: ``dsgen.compare(...)``, ``dsgen.judge_claims(...)``...) is imported on first use.
 """
 
-from typing import Any
-
 __version__ = "0.1.0"
 
 _API = ("analyze", "compare", "curve", "evaluate", "generate", "judge_claims", "plan", "regress", "run")  # dsgen.api.FUNCTIONS
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """``dsgen.compare`` and the other functions of :mod:`dsgen.api`, imported on first use (PEP 562)."""
     if name in _API:
         import importlib
