@@ -18,7 +18,7 @@ Printed, all measured in this run:
 - whether the datasets are byte-identical and the scores identical (datasets always; scores when both ran on the
   same number of threads, ``--cpus`` equal to the local run's: training's bits depend on the count).
 
-Run: ``dsgen bench scheduling [--preset smoke] [--methods dino,dino-decay0,human,base] [--seeds 1,2] [--nodes 2]``.
+Run: ``dsgen bench scheduling [dino dino-decay0 human base] [--preset smoke] [--seeds 1,2] [--nodes 2]``.
 """
 
 from __future__ import annotations

@@ -76,7 +76,13 @@ BAD_INPUTS = [
     (["compare", "dino", "--preset", "zero.toml", "--out", "o"], "max_inputs must be at least 1"),
     (["compare", "dino", "dino", "--preset", "smoke", "--out", "o"], "method 'dino' is given twice"),
     (["compare", "dino", "--data-seeds", "1,1", "--out", "o"], "--data-seeds must be distinct"),
-    (["generate", "--inputs", "in.txt", "--cpus-per-worker", "2", "--out", "o/o.jsonl"], "need --backend ray"),
+    (["generate", "--inputs", "in.txt", "--cpus-per-worker", "0", "--out", "o/o.jsonl"], "--cpus-per-worker must be at least 1"),
+    (["generate", "--inputs", "in.txt", "--data-seed", "1", "--seed", "2", "--out", "o/o.jsonl"], "--seed is the old name"),
+    (["compare", "dino", "--workers", "2", "--out", "o"], "--address and --workers need --backend ray"),
+    (["run", "dino", "--cpus-per-worker", "0", "--out", "o"], "--cpus-per-worker must be at least 1"),
+    (["regress", "base"], "methods go with --update"),
+    (["regress", "base", "--methods", "dino", "--update"], "not both"),
+    (["bench", "scheduling", "dnio"], "unknown method 'dnio'"),
     (["export", "dataset", "dino", "--preset", "smoke", "--runs", "in.txt", "--out", "ds"], "no run of dino"),
     (["export", "dataset", "dino", "--preset", "smoke", "--runs", ".", "--out", "ds"], "no run of dino"),
     (["export", "pairs", "in.txt", "--out", "ds"], "is not a generated dataset"),
@@ -199,7 +205,7 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     baseline = tmp_path / "baseline.json"
     common = ["--preset", str(preset), "--baseline", str(baseline), "--out", str(tmp_path / "runs"), "--quiet"]
     env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
-    made = dsgen("regress", *common, "--methods", "base", "--update", env=env)
+    made = dsgen("regress", "base", *common, "--update", env=env)
     assert made.returncode == 0, made.stderr
     data = json.loads(baseline.read_text())
     (entry,) = data["baselines"]
@@ -226,12 +232,12 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     assert other.returncode == 0 and "checked against the one made with bfloat16 evaluation on AVX512_OTHER" in other.stdout
     # --update without --tolerance keeps the baseline's chosen tolerance and its note (it wrote 1.0 over 1.7), and
     # adds this machine's entry beside the other machine's
-    updated = dsgen("regress", *common, "--methods", "base", "--update", env=env)
+    updated = dsgen("regress", *common, "--methods", "base", "--update", env=env)  # the old form, still read
     assert updated.returncode == 0 and "kept the one made with bfloat16 evaluation on AVX512_OTHER" in updated.stdout
     kept = json.loads(baseline.read_text())
     assert kept["tolerance"] == 1.7 and kept["note"] == "tolerance 1.7 from the seed spread"
     assert [b["made_with"]["cpu"] for b in kept["baselines"]][1:] == ["AVX512_OTHER"]
-    assert dsgen("regress", *common, "--methods", "base", "--update", "--tolerance", "2", env=env).returncode == 0
+    assert dsgen("regress", "base", *common, "--update", "--tolerance", "2", env=env).returncode == 0
     assert json.loads(baseline.read_text())["tolerance"] == 2.0
 
 
@@ -398,15 +404,19 @@ def test_compare_and_curve_go_on_past_a_crashed_run_and_exit_1_naming_it(mock_pr
 
 
 def test_every_command_that_runs_methods_takes_every_shared_option():
-    """run, compare, curve and claims declare their shared options once (dsgen.cli.RunOptions): each has all of
-    them (run all but --publish, as it writes no table), with one default, and hands them over whole."""
+    """run, compare, curve and claims take every setting of the API's functions that run methods
+    (dsgen.api.RunSettings; run all but --publish, as it writes no table), with one default, each declared once
+    (dsgen.cli.options), and so do the API functions."""
     import dataclasses
+    import inspect
 
     import typer.main
 
-    from dsgen.cli import RunOptions, app
+    import dsgen
+    from dsgen.api import RunSettings
+    from dsgen.cli import app
 
-    fields = {f.name for f in dataclasses.fields(RunOptions)}
+    fields = {f.name for f in dataclasses.fields(RunSettings)} - {"progress"} | {"quiet"}
     commands = {c.name: typer.main.get_command_from_info(c, pretty_exceptions_short=True, rich_markup_mode=None)
                 for c in app.registered_commands if c.name in ("run", "compare", "curve", "claims")}
     assert set(commands) == {"run", "compare", "curve", "claims"}
@@ -416,3 +426,41 @@ def test_every_command_that_runs_methods_takes_every_shared_option():
         assert ("publish" in params) == (name != "run"), name
         assert params["out"].default == Path("runs") and params["backend"].default == "local", name
         assert params["preset"].default == ("cpu" if name in ("curve", "claims") else "quick"), name
+    for function in (dsgen.run, dsgen.compare, dsgen.curve, dsgen.judge_claims):
+        params = inspect.signature(function).parameters
+        settings = {f.name for f in dataclasses.fields(RunSettings)} - ({"publish"} if function is dsgen.run else set())
+        assert settings <= set(params), (function.__name__, settings - set(params))
+        assert all(params[f].default == RunSettings.__dataclass_fields__[f].default for f in settings - {"preset"})
+
+
+SHARED = ("--preset", "--seeds", "--data-seeds", "--seed", "--data-seed", "--device", "--data-dir", "--quiet",
+          "--publish", "--backend", "--address", "--workers", "--cpus-per-worker", "--generator", "--base-url",
+          "--encoder", "--preprocess", "--overwrite", "--tasks", "--name", "--save-model")
+KINDS = {"--out": 3, "--json": 2}  # --out: a runs folder, an export's target, generate's pairs file; --json: file, print
+
+
+def test_each_shared_option_has_one_meaning_and_one_help_text():
+    """An option that several commands take is declared once (dsgen.cli.options): every command shows the same help
+    text for it (--out and --json: one per kind); methods are arguments everywhere."""
+    import typer.main
+
+    from dsgen.cli import app
+    from tests.test_cli_help import commands
+
+    helps: dict[str, dict[str, str]] = {}
+    arguments = {}
+    for path, command in commands(typer.main.get_command(app)):
+        for p in getattr(command, "params", []):
+            if getattr(p, "hidden", False):
+                continue
+            if p.param_type_name == "argument":
+                arguments[(" ".join(path), p.name)] = p
+            for opt in p.opts:
+                helps.setdefault(opt, {})[" ".join(path)] = p.help
+    for name in SHARED:
+        assert len(helps[name]) >= 2 and len(set(helps[name].values())) == 1, (name, helps[name])
+    for name, kinds in KINDS.items():
+        assert len(set(helps[name].values())) == kinds, (name, helps[name])
+    assert "--methods" not in helps  # only the hidden old form of regress and bench scheduling
+    assert {cmd for cmd, arg in arguments if arg == "methods"} == {"compare", "curve", "regress", "bench scheduling"}
+    assert all(arguments[(cmd, "methods")].nargs == -1 for cmd in ("compare", "curve", "regress", "bench scheduling"))

@@ -6,7 +6,9 @@
 | ``ray`` (:mod:`~dsgen.scheduling.ray_scheduler`) | Ray tasks on a cluster's nodes, each with the resources it declares | the driver, from the files a worker returns |
 
 ``dsgen run``, ``compare``, ``curve`` and ``claims`` take ``--backend local|ray``; ``dsgen generate --backend ray``
-spreads one dataset's chunks over Ray actors instead (:mod:`dsgen.generation.ray_backend`).
+spreads one dataset's chunks over Ray actors instead (:mod:`dsgen.generation.ray_backend`). Every command's
+``--backend`` and Ray settings are checked, and the scheduler or generation backend built, by
+:class:`~dsgen.scheduling.placement.Placement`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+"""``python -m dsgen.cli``: the ``dsgen`` command."""
+
+from dsgen.cli import main
+
+main()

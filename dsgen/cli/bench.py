@@ -1,0 +1,131 @@
+"""``dsgen bench``: speed benchmarks (:mod:`dsgen.benchmarks`), each against a baseline measured in the same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+import dsgen.cli.options as o
+from dsgen.errors import DsgenError
+
+SCHEDULING_METHODS = ("dino", "dino-decay0", "human", "base")
+
+
+def _or(value: Optional[int], default: int) -> int:
+    return default if value is None else value
+
+
+def bench_generation(
+    generator: o.Generator = "smollm2-135m",
+    n_inputs: Annotated[int, typer.Option(help="STS benchmark train sentences to use.")] = 24,
+    batch_size: Annotated[Optional[list[int]], typer.Option(
+        help="Rows of the fast core; repeat to time several (default: the generation default 128, 256, 512).")] = None,
+    greedy_items: Annotated[int, typer.Option(
+        help="(x1, label) items for the greedy equivalence check (0: skip).")] = 12,
+    data_dir: o.DataDir = None,
+    device: o.Device = "auto",
+    data_seed: o.DataSeed = None,
+    precision: Annotated[Optional[str], typer.Option(
+        help="Also time an opt-in lower-precision copy: int8 or bfloat16.")] = None,
+    json_out: o.JsonFile = None,
+    seed: o.LegacySeed = None,
+) -> None:
+    """Core vs DINO-style reference loop: outputs/s, ratio, tokens/s, share of the machine's peak, greedy agreement."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.generation import run
+    from dsgen.models import check_device
+    from dsgen.planning import Overrides
+
+    if n_inputs < 1 or any(b < 1 for b in batch_size or []) or greedy_items < 0:
+        raise DsgenError("--n-inputs and --batch-size must be at least 1 and --greedy-items non-negative")
+    if precision not in (None, "int8", "bfloat16"):
+        raise DsgenError(f"--precision must be int8 or bfloat16 (got '{precision}')")
+    generator = generator or "smollm2-135m"
+    if generator.startswith(Overrides.API_PREFIX):
+        raise DsgenError("bench generation times the local decode loop; --generator openai:<model> has none")
+    device = device or "auto"
+    check_device(device)
+    if json_out:
+        check_writable_target(json_out)
+    run(generator=generator, n_inputs=n_inputs, batch_sizes=batch_size, greedy_items=greedy_items,
+        data_dir=data_dir, device=device, seed=_or(o.data_seed_given(data_seed, seed), 42), json_out=json_out,
+        precision=precision)
+
+
+def bench_eval(
+    model: Annotated[str, typer.Option(help="Encoder (the cpu preset's: smollm2-l4).")] = "minilm-l6",
+    tasks: o.Tasks = None,
+    data_dir: o.DataDir = None,
+    batch_size: Annotated[int, typer.Option(help="Batch size of the naive baseline.")] = 64,
+    dtype: Annotated[str, typer.Option(help="Weights both encode with: float32 or bfloat16 (the cpu preset's, "
+                                            "where the CPU has native bfloat16).")] = "float32",
+    rounds: Annotated[int, typer.Option(help="Rounds of naive, first run and later runs, for the ratios' spread.")] = 1,
+    later_runs: Annotated[int, typer.Option(
+        help="Later runs of a comparison per round (token cache warm, other weights).")] = 2,
+    threads: Annotated[Optional[int], typer.Option(
+        help="torch's intra-op threads for the whole benchmark (default: torch's).")] = None,
+    token_budget: Annotated[Optional[list[int]], typer.Option(
+        help="Further evaluator batch shapes to time, in padded tokens per batch; repeatable (default: 8192).")] = None,
+    json_out: o.JsonFile = None,
+) -> None:
+    """The evaluator (distinct sentences tokenised once, length-bucketed batches) vs naive per-task encoding: first and later runs of a comparison, ratios and their spread, score agreement."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.evaluation import run
+    from dsgen.evaluation.tasks import parse_tasks
+    from dsgen.models import check_dtype
+
+    tasks = tasks or "mteb"
+    parse_tasks(tasks)
+    check_dtype(dtype)
+    if batch_size < 1 or rounds < 1 or later_runs < 0 or (threads is not None and threads < 1):
+        raise DsgenError("--batch-size, --rounds and --threads must be at least 1 and --later-runs non-negative")
+    if token_budget and min(token_budget) < 1:
+        raise DsgenError(f"--token-budget must be at least 1 (got {min(token_budget)})")
+    if json_out:
+        check_writable_target(json_out)
+    run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out,
+        token_budgets=tuple(token_budget) if token_budget else None, dtype=dtype, rounds=rounds,
+        later_runs=later_runs, threads=threads)
+
+
+def bench_scheduling(
+    methods: Annotated[Optional[list[str]], typer.Argument(
+        help=f"Methods of the comparison (default: {' '.join(SCHEDULING_METHODS)}).", show_default=False)] = None,
+    preset: o.Preset = "smoke",
+    seeds: o.Seeds = "1,2",
+    data_seeds: o.DataSeeds = None,
+    nodes: Annotated[int, typer.Option(help="Nodes of the local Ray cluster (a head without CPUs besides).")] = 2,
+    cpus: Annotated[int, typer.Option(help="CPUs of each node, and of each task.")] = 1,
+    out: o.RunsFolder = Path("runs/bench/scheduling"),
+    data_dir: o.DataDir = None,
+    json_out: o.JsonFile = None,
+    legacy_methods: o.LegacyMethods = None,
+) -> None:
+    """A comparison on the local scheduler vs a local Ray cluster of --nodes x --cpus (its --out emptied first): wall time, what scheduling adds per task, the cost model."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.scheduling import run
+    from dsgen.method import get_method
+    from dsgen.orchestration import seed_list
+    from dsgen.presets import load_preset
+
+    names = o.methods_given(methods, legacy_methods) or list(SCHEDULING_METHODS)
+    for m in names:
+        get_method(m)
+    load_preset(preset)
+    seed_list(seeds)
+    seed_list(data_seeds, "--data-seeds")
+    if nodes < 1 or cpus < 1:
+        raise DsgenError("--nodes and --cpus must be at least 1")
+    from dsgen.generation.ray_backend import import_ray
+
+    import_ray()
+    check_writable_target(out)
+    if json_out:
+        check_writable_target(json_out)
+    run(preset=preset, methods=tuple(names), seeds=seeds, data_seeds=data_seeds, nodes=nodes, cpus=cpus, out=out,
+        data_dir=data_dir, json_out=json_out)
+
+
+__all__ = ["bench_eval", "bench_generation", "bench_scheduling"]
