@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsgen.errors import DsgenError
-from dsgen.evaluation.baseline import check, read_baseline
+from dsgen.reports.baseline import check, read_baseline
 from dsgen.evaluation.results import Result, TaskScore
 
 
@@ -175,7 +175,7 @@ def test_a_rerun_is_checked_against_the_baseline_made_the_same_way(tmp_path):
     """Scores are kept per kind of machine (evaluation dtype, CPU capability): a float32 rerun on AVX2
     is checked against the AVX2 entry, not the bfloat16 AVX-512 one; with no entry made its way it is
     checked against the first and told so; --update replaces only its own kind's entry."""
-    from dsgen.evaluation.baseline import made_with, select, write_baseline
+    from dsgen.reports.baseline import made_with, select, write_baseline
 
     here = {"dino": [Result("dino", {"stsb": TaskScore(50.0, 0.0, 1)}, extra={"evaluation_data": {"dtype": "float32"}})]}
     how = made_with(here)

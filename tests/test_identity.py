@@ -209,7 +209,7 @@ def test_a_dirty_tree_is_recorded_as_dirty(checkout):
 def test_the_dirty_flag_is_written_wherever_the_commit_is(monkeypatch, tmp_path):
     """Results' versions, sidecars, export provenance and the tidy CSV's columns say dirty beside the commit."""
     from dsgen import artifacts
-    from dsgen.evaluation.comparison import Comparison
+    from dsgen.reports.comparison import Comparison
     from dsgen.evaluation.results import Result, TaskScore
     from dsgen.folders import provenance
 

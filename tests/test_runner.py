@@ -333,8 +333,8 @@ def _default_floor(preset, **training):
 def test_a_run_that_trains_nothing_is_a_failed_run_never_a_score(setup, tmp_path):
     """The issue's e5-sts: a few pairs make one step, all warm-up (the default warm-up ratio), so no weight
     changes. The runner fails it with one line, writes no result, and a comparison shows it as failed."""
-    from dsgen.evaluation.comparison import Comparison
-    from dsgen.evaluation.tables import comparison_markdown
+    from dsgen.reports.comparison import Comparison
+    from dsgen.reports.tables import comparison_markdown
     from dsgen.training.fit import TrainingConfig
 
     preset, data = setup

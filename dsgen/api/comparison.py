@@ -27,7 +27,7 @@ class Runs(Report):
     @property
     def table(self) -> Any:
         """Spearman x 100 per run (rows) and task (columns), with the average: what ``dsgen run`` prints."""
-        from dsgen.evaluation.tables import comparison_frame
+        from dsgen.reports.tables import comparison_frame
 
         return comparison_frame(self.results[self.method], self.preset.tasks)
 
@@ -65,7 +65,7 @@ class Compared(Report):
     """What :func:`compare` hands back.
 
     Attributes:
-        comparison: the :class:`~dsgen.evaluation.comparison.Comparison` (scores, differences to the first method
+        comparison: the :class:`~dsgen.reports.comparison.Comparison` (scores, differences to the first method
             with their intervals); ``table`` and ``long_table`` are the CSV files' frames.
     """
 
@@ -107,8 +107,8 @@ def compare(methods: Sequence[str], *, name: str | None = None, preset: str = "q
         >>> cmp = dsgen.compare(["dino"], preset="smoke", out="runs")  # doctest: +SKIP
         >>> cmp.table["Avg. mean"]
     """
-    from dsgen.evaluation.comparison import Comparison
-    from dsgen.evaluation.tables import write_comparison
+    from dsgen.reports.comparison import Comparison
+    from dsgen.reports.tables import write_comparison
 
     settings = RunSettings(preset=preset, seeds=seeds, data_seeds=data_seeds, generator=generator, base_url=base_url,
                            encoder=encoder, device=device, preprocess=preprocess, save_model=save_model,

@@ -27,7 +27,7 @@ class Evaluation:
     @property
     def table(self) -> Any:
         """Spearman x 100 per task and the average, one row (what ``dsgen eval`` prints)."""
-        from dsgen.evaluation.tables import comparison_frame
+        from dsgen.reports.tables import comparison_frame
 
         return comparison_frame([self.result], self.tasks)
 

@@ -18,7 +18,7 @@ class Curve(Report):
     """What :func:`curve` hands back (``results`` and ``failures`` hold every size's, ``by_size`` each size's).
 
     Attributes:
-        points: one :class:`~dsgen.evaluation.curve.CurvePoint` per (size, method).
+        points: one :class:`~dsgen.reports.curve.CurvePoint` per (size, method).
         by_size: per number of inputs, ``{method: results}``.
     """
 
@@ -28,7 +28,7 @@ class Curve(Report):
     @property
     def table(self) -> Any:
         """One row per (inputs, method): mean, 95% interval, runs, training pairs, human cap (``<stem>.csv``)."""
-        from dsgen.evaluation.tables import curve_frame
+        from dsgen.reports.tables import curve_frame
 
         return curve_frame(self.points)
 
@@ -66,8 +66,8 @@ def curve(methods: Sequence[str], *, sizes: Sequence[int] | str = (100, 300, 100
     (default name ``curve-<methods>``). The other arguments are :class:`~dsgen.api.common.RunSettings`."""
     from dataclasses import replace
 
-    from dsgen.evaluation.curve import curve_points
-    from dsgen.evaluation.tables import tasks_text, write_curve
+    from dsgen.reports.curve import curve_points
+    from dsgen.reports.tables import tasks_text, write_curve
     from dsgen.models import describe_encoder
     from dsgen.planning import plan_run
 

@@ -23,7 +23,7 @@ class Regression:
         preset: the preset's name.
         baseline: the baseline file checked (or written, with ``updated``).
         tolerance: points of Spearman x 100 a task may fall below the baseline.
-        checks: one :class:`~dsgen.evaluation.baseline.Check` per (method, task) (none when ``updated``).
+        checks: one :class:`~dsgen.reports.baseline.Check` per (method, task) (none when ``updated``).
         against: which baseline entry the check used (a line: the one made the same way, or why another).
         updated: the baseline was written from this run instead of checked.
         kept: with ``updated``, the entries of other kinds of machine the file kept.
@@ -67,7 +67,7 @@ class Regression:
     def summary(self, preset_arg: str | None = None) -> str:
         """The verdict line ``dsgen regress`` ends with; ``preset_arg`` is the preset as the caller named it (for the
         ``--update`` hint; default: its name)."""
-        from dsgen.evaluation.baseline import describe
+        from dsgen.reports.baseline import describe
 
         tol, path, n = self.tolerance, self.baseline, len(self.checks)
         if self.updated:
@@ -96,7 +96,7 @@ def regress(*, preset: str = "smoke", baseline: str | Path | None = None, tolera
         >>> check = dsgen.regress(preset="smoke")  # doctest: +SKIP
         >>> check.passed, check.table
     """
-    from dsgen.evaluation.baseline import (DEFAULT_TOLERANCE, check, describe, made_with, read_baseline, select,
+    from dsgen.reports.baseline import (DEFAULT_TOLERANCE, check, describe, made_with, read_baseline, select,
                                            write_baseline)
     from dsgen.orchestration import check_overrides, prepare, run_many
 

@@ -73,7 +73,8 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
     """The report; ``failures`` (``dsgen.runs.records.RunFailed``) are the runs that produced no trained model: a claim
     on their method is inconclusive (its row says why) and each is listed, never scored."""
     from dsgen.claims import ALPHA, POWER
-    from dsgen.evaluation.tables import run_text, runs_text, tasks_text
+    from dsgen.runs.records import run_text
+    from dsgen.reports.tables import runs_text, tasks_text
 
     instruments = [v for v in verdicts if v.family == "instrument"]
     papers = [v for v in verdicts if v.family != "instrument"]

@@ -23,7 +23,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a sentence encoder on STS12-16, STSb and SICK-R (Spearman x100, as MTEB)."""
     from dsgen.api import evaluate
-    from dsgen.evaluation.tables import to_rich
+    from dsgen.reports.tables import to_rich
 
     scored = evaluate(model, tasks=tasks, data_dir=data_dir, preprocess=preprocess, json_out=json_out,
                       batch_size=batch_size, device=device)
@@ -41,7 +41,7 @@ def table_cmd(
 ) -> None:
     """Build one comparison table from result files (best per column marked)."""
     from dsgen.artifacts import atomic_open, check_writable_target
-    from dsgen.evaluation.tables import comparison_frame, failed_results, load_results, to_csv, to_markdown, to_rich
+    from dsgen.reports.tables import comparison_frame, failed_results, load_results, to_csv, to_markdown, to_rich
 
     for target in (markdown, csv):
         if target is not None:

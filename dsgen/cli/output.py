@@ -23,7 +23,7 @@ def command_line() -> str:
 
 def per_run_line(out: Any) -> Any:
     """The per-run line on ``out``: ``method (data seed d, training seed t): avg ...``, worded as a failed run's line."""
-    from dsgen.evaluation.tables import run_text
+    from dsgen.runs.records import run_text
 
     def on_result(method: str, plan: Any, result: Any) -> None:
         out.print(f"[bold]{method}[/bold] ({run_text(plan.run)}): avg {result.average:.2f} "
@@ -42,7 +42,7 @@ def report_failures(out: Any, failures: list[Any]) -> None:
 def exit_if_crashed(failures: list[Any]) -> None:
     """Exit 1, naming them, when runs crashed on an unexpected exception (the other runs went on and the tables
     were written); their tracebacks are under ``--out``'s ``logs/``."""
-    from dsgen.evaluation.tables import run_text
+    from dsgen.runs.records import run_text
     from dsgen.runs.records import RunCrashed
 
     crashed = [f for f in failures if isinstance(f, RunCrashed)]

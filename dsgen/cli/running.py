@@ -32,7 +32,7 @@ def run_cmd(
 ) -> None:
     """Generate (cached), train and evaluate one method; one result file per seed, then the table."""
     from dsgen.api import run
-    from dsgen.evaluation.tables import to_rich
+    from dsgen.reports.tables import to_rich
 
     shown = console()
     runs = run(method, preset=preset, seeds=seeds, data_seeds=data_seeds, generator=generator, base_url=base_url,
@@ -67,7 +67,7 @@ def compare_cmd(
 ) -> None:
     """Run what is missing, reuse what is cached, and write one comparison table (Markdown, CSV, PNG) under --out."""
     from dsgen.api import NoResult, compare
-    from dsgen.evaluation.tables import comparison_rich
+    from dsgen.reports.tables import comparison_rich
 
     shown = console()
     try:
@@ -110,7 +110,7 @@ def curve_cmd(
 ) -> None:
     """Each method's score as the generation inputs grow (one preset copy per size); Markdown, CSV, PNG."""
     from dsgen.api import curve
-    from dsgen.evaluation.tables import to_rich
+    from dsgen.reports.tables import to_rich
 
     shown = console()
     points = curve(methods, sizes=sizes, name=name, preset=preset, seeds=seeds, data_seeds=data_seeds,

@@ -17,8 +17,14 @@ from typing import Any
 
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
-from dsgen.evaluation.tables import run_text
 from dsgen.planning import RunPlan
+
+
+def run_text(run: tuple[int | None, int | None]) -> str:
+    """A run in words, one wording for every run, its log line, its failure and its table row:
+    ``data seed 1, training seed 2`` (``training seed 2`` for a result without a data seed)."""
+    data, seed = run
+    return f"training seed {seed}" if data is None else f"data seed {data}, training seed {seed}"
 
 
 def result_path(out: Path, plan: RunPlan) -> Path:
@@ -134,4 +140,4 @@ class Prepared:
 
 
 __all__ = ["DatasetNeed", "FitNeed", "KeyMismatch", "Missing", "Prepared", "RunCrashed", "RunFailed", "log_path",
-           "result_path", "run_label"]
+           "result_path", "run_label", "run_text"]

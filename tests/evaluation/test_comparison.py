@@ -4,9 +4,9 @@ methods whose training seeds are not independent replicates are named in its not
 import pytest
 
 from dsgen.errors import DsgenError
-from dsgen.evaluation.comparison import Comparison
+from dsgen.reports.comparison import Comparison
 from dsgen.evaluation.results import Result, TaskScore
-from dsgen.evaluation.tables import comparison_display, comparison_markdown
+from dsgen.reports.tables import comparison_display, comparison_markdown
 from dsgen.runs.records import RunFailed
 
 TRAINED = {"optimizer_steps": 20, "nonzero_lr_steps": 19, "weight_update": 0.01, "min_trained_steps": 10}
@@ -64,7 +64,8 @@ def test_a_failed_method_is_a_row_marked_failed_with_no_number():
 
 def test_every_run_is_worded_the_same_in_its_log_line_failure_and_row():
     """The run log said "base seed 1" for one run and "base data seed 1, seed 2" for the next."""
-    from dsgen.evaluation.tables import comparison_frame, run_text
+    from dsgen.reports.tables import comparison_frame
+    from dsgen.runs.records import run_text
 
     assert run_text((1, 1)) == "data seed 1, training seed 1" and run_text((1, 2)) == "data seed 1, training seed 2"
     assert str(RunFailed("dino", 1, "why", {}, 1)) == "dino (data seed 1, training seed 1): why"

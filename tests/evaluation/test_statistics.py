@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from dsgen.errors import DsgenError
-from dsgen.evaluation.comparison import Comparison
+from dsgen.reports.comparison import Comparison
 from dsgen.evaluation.results import Result, TaskScore
 from dsgen.evaluation.statistics import paired_bootstrap, seed_t_interval, spearman_rows
-from dsgen.evaluation.tables import comparison_markdown
+from dsgen.reports.tables import comparison_markdown
 
 
 def test_paired_bootstrap_is_zero_for_identical_and_positive_for_better_predictions():

@@ -9,7 +9,7 @@ import pytest
 from dsgen.errors import DsgenError
 from dsgen.evaluation.evaluator import StsEvaluator
 from dsgen.evaluation.results import Result, TaskScore
-from dsgen.evaluation.tables import comparison_frame, to_markdown, to_rich
+from dsgen.reports.tables import comparison_frame, to_markdown, to_rich
 from dsgen.evaluation.tasks import DEFAULT_TASKS, MTEB_TASKS, TASKS, parse_tasks
 
 # MTEB's published scores for sentence-transformers/all-MiniLM-L6-v2 (main score cosine_spearman x100),

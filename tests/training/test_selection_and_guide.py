@@ -199,9 +199,9 @@ def test_multicsr_trains_with_its_guide_on_its_own_inputs(tiny_encoder_dir, sts_
 
 
 def test_the_comparison_table_says_which_selection_rule_ran():
-    from dsgen.evaluation.comparison import Comparison
+    from dsgen.reports.comparison import Comparison
     from dsgen.evaluation.results import Result, TaskScore
-    from dsgen.evaluation.tables import comparison_markdown
+    from dsgen.reports.tables import comparison_markdown
 
     trained = {"optimizer_steps": 20, "nonzero_lr_steps": 19, "weight_update": 0.01, "min_trained_steps": 10,
                "weights": "best validation step", "selection_data": "stsb-dev", "selection_metric": "cosine",
@@ -225,7 +225,7 @@ def test_the_comparison_table_says_which_selection_rule_ran():
 def test_a_comparison_of_every_registered_method_writes_its_tables(tmp_path):
     """`dsgen compare <every method>` named its files compare-<23 names>: 300 characters, beyond a file name's 255
     (the paper path's run of every method crashed writing its table)."""
-    from dsgen.evaluation.tables import MAX_STEM, file_stem
+    from dsgen.reports.tables import MAX_STEM, file_stem
     from dsgen.method import METHODS
 
     stem = "compare-" + "-".join(METHODS.names())

@@ -1,5 +1,5 @@
 """A learning curve: each method's score as the number of generation inputs grows, built from result
-files (one comparison per size). Rendering (Markdown, CSV, PNG) lives in :mod:`dsgen.evaluation.tables`.
+files (one comparison per size). Rendering (Markdown, CSV, PNG) lives in :mod:`dsgen.reports.tables`.
 
 Each point is a method's mean average score over its runs at that size, with the 95% nested interval
 of that mean (:func:`dsgen.evaluation.statistics.nested_interval`, over data seeds, or over training
@@ -50,7 +50,7 @@ def curve_points(results: dict[int, dict[str, list[Result]]],
                  failures: dict[int, list[Any]] | None = None) -> list[CurvePoint]:
     """Points of every (size, method), from ``results[size][method]`` (one result per run) and the failed runs
     at each size (``failures[size]``: ``RunFailed``); a method with any failed run at a size is a failed point."""
-    from dsgen.evaluation.tables import run_text
+    from dsgen.runs.records import run_text
 
     points = []
     failures = failures or {}

@@ -3,7 +3,7 @@ method to a reference with intervals over (data seed, training seed) runs (headl
 over test pairs (secondary).
 
 The statistics live in :mod:`dsgen.evaluation.statistics`; rendering (Markdown, rich, CSV, PNG)
-in :mod:`dsgen.evaluation.tables`. This module only assembles the numbers.
+in :mod:`dsgen.reports.tables`. This module only assembles the numbers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Comparison:
         def order(r: Result) -> tuple[int, int]:
             return tuple(-1 if x is None else x for x in r.run)  # type: ignore[return-value]
 
-        from dsgen.evaluation.tables import run_text
+        from dsgen.runs.records import run_text
 
         for m in self.methods:
             self.results[m] = sorted(self.results[m], key=order)
@@ -218,7 +218,7 @@ class Comparison:
         import numpy as np
         import pandas as pd
 
-        from dsgen.evaluation.tables import TASK_LABELS
+        from dsgen.reports.tables import TASK_LABELS
 
         rows = {}
         nan = float("nan")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsgen.evaluation.results import Result
+from dsgen.runs.records import run_text
 
 TASK_LABELS = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STSb", "sickr": "SICK-R", "sickr-test": "SICK-R (test)"}
@@ -84,14 +85,7 @@ def to_rich(frame: Any, title: str = "") -> Any:
     return table
 
 
-# -- comparisons (dsgen.evaluation.comparison.Comparison) ---------------------------------------------
-
-
-def run_text(run: tuple[int | None, int | None]) -> str:
-    """A run in words, one wording for every run, its log line, its failure and its table row:
-    ``data seed 1, training seed 2`` (``training seed 2`` for a result without a data seed)."""
-    data, seed = run
-    return f"training seed {seed}" if data is None else f"data seed {data}, training seed {seed}"
+# -- comparisons (dsgen.reports.comparison.Comparison) ---------------------------------------------
 
 
 def tasks_text(tasks: list[str]) -> str:
@@ -314,7 +308,7 @@ def write_comparison(cmp: Any, folder: str | Path, stem: str, command: str = "")
     return paths
 
 
-# -- learning curves (dsgen.evaluation.curve) -----------------------------------------------------------
+# -- learning curves (dsgen.reports.curve) -----------------------------------------------------------
 
 
 def curve_frame(points: list[Any]) -> Any:
