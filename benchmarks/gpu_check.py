@@ -275,7 +275,8 @@ def run_check(device: str = "cuda", scale: str = "full", out: Path = Path("runs/
     encoder: dict[str, Any] = {}
 
     def training() -> dict[str, Any]:
-        folder, info = gpu_models.build_encoder_folder(gpu_models.tokenizer_sentences(data_dir, scale), scale)
+        sentences = gpu_models.tokenizer_sentences(data_dir, scale)
+        folder, info = gpu_models.build_encoder_folder(sentences, scale)
         encoder.update(folder=str(folder), info=info)
         pairs = gpu_measure.sts_pairs(data_dir)
         out: dict[str, Any] = {"model": info, "encoder_in_preset": plan["regression"].encoder}
@@ -286,7 +287,7 @@ def run_check(device: str = "cuda", scale: str = "full", out: Path = Path("runs/
             tplan = _capped(plan[trainer], sizes["train_batch_cap"])
             try:
                 out[trainer] = gpu_measure.training(str(folder), tplan, sizes[f"{trainer}_steps"],
-                                                    sizes[f"{trainer}_warmup"], pairs, seed, device)
+                                                    sizes[f"{trainer}_warmup"], pairs, sentences, seed, device)
             except Exception as exc:
                 result["errors"][f"training.{trainer}"] = {"error": f"{type(exc).__name__}: {exc}"[:2000],
                                                            "traceback": traceback.format_exc()[-6000:]}

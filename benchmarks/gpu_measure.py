@@ -173,17 +173,18 @@ def sts_pairs(data_dir: str | None) -> list[tuple[str, str, float]]:
     return [(a, b, s / 5.0) for a, b, s in zip(train.sentences1, train.sentences2, train.scores)]
 
 
-def training_pairs(trainer: str, pairs: list[tuple[str, str, float]], n: int) -> list[Any]:
-    """``n`` training examples for ``trainer``: labelled pairs (regression), or (x, entailment, contradiction)
-    triplets as labelled pairs (contrastive; the contradiction is the next pair's second sentence)."""
+def training_pairs(trainer: str, pairs: list[tuple[str, str, float]], sentences: list[str], n: int) -> list[Any]:
+    """``n`` training examples for ``trainer``: STSb's labelled pairs (regression), or (x, entailment, contradiction)
+    triplets of three distinct sentences each, given as labelled pairs (contrastive: its batches admit no sentence
+    twice, so triplets that share none fill every batch, as a method's own triplets do)."""
     from dsgen.data.pairs import Pair
 
-    rows = [pairs[i % len(pairs)] for i in range(n)]
     if trainer == "regression":
-        return [Pair(a, b, y) for a, b, y in rows]
+        return [Pair(a, b, y) for a, b, y in (pairs[i % len(pairs)] for i in range(n))]
     out = []
-    for i, (a, b, _) in enumerate(rows):
-        out += [Pair(a, b, "entailment"), Pair(a, rows[(i + 1) % len(rows)][1], "contradiction")]
+    for i in range(n):
+        a, b, c = (sentences[(3 * i + k) % len(sentences)] for k in range(3))
+        out += [Pair(a, b, "entailment"), Pair(a, c, "contradiction")]
     return out
 
 
@@ -195,8 +196,8 @@ def mean_tokens(encoder: Any, texts: list[str]) -> float:
     return round(sum(lengths) / max(len(lengths), 1), 2)
 
 
-def training(folder: str, plan: Any, steps: int, warmup_steps: int, pairs: list[tuple[str, str, float]], seed: int,
-             device: str) -> dict[str, Any]:
+def training(folder: str, plan: Any, steps: int, warmup_steps: int, pairs: list[tuple[str, str, float]],
+             sentences: list[str], seed: int, device: str) -> dict[str, Any]:
     """``plan``'s trainer, on the encoder in ``folder``, for ``steps`` optimizer steps at the plan's batch size
     (one epoch of ``steps`` x batch examples), after an untimed warm-up of ``warmup_steps``."""
     from dsgen.training.base import TRAINERS
@@ -210,13 +211,15 @@ def training(folder: str, plan: Any, steps: int, warmup_steps: int, pairs: list[
                 if k in ("batch_size", "mini_batch_size", "max_seq_length", "optimizer", "prompt", "loss", "temperature")}
 
     def run(n_steps: int) -> dict[str, Any]:
-        data = training_pairs(trainer.name, pairs, n_steps * cfg.batch_size)
+        data = training_pairs(trainer.name, pairs, sentences, n_steps * cfg.batch_size)
         start = time.perf_counter()
-        outcome = cls(cfg).train(data, [], seed, progress=False)
+        stage = cls(cfg)
+        outcome = stage.train(data, [], seed, progress=False)
         synchronize(device)
         log = dict(outcome.log)
         log["wall_seconds"] = round(time.perf_counter() - start, 2)
-        log["tokens_per_sentence"] = mean_tokens(outcome.model, [p.text_a for p in data])
+        template = getattr(stage, "template", lambda text: text)  # GenSE's prompt wraps every sentence it encodes
+        log["tokens_per_sentence"] = mean_tokens(outcome.model, [template(p.text_a) for p in data])
         del outcome
         return log
 
