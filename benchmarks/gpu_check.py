@@ -13,7 +13,8 @@ In one run, on one device (default ``cuda``), each section timed and guarded by 
    (:mod:`dsgen.benchmarks.gpu_cost`).
 
 It writes ``gpu-check.json`` (every figure with its settings, the device, torch / CUDA versions) and
-``gpu-check.md`` under ``--out`` (default ``runs/gpu-check/``). ``--scale tiny`` (or ``--tiny``) shrinks every model
+``gpu-check.md`` under ``--out`` (default ``runs/gpu-check/``). A failing section is recorded with its traceback and
+the others run; the exit code is 1 when a section failed or a ``gpu`` test did not pass, 2 on a set-up error. ``--scale tiny`` (or ``--tiny``) shrinks every model
 and size so that ``--device cpu --tiny`` runs in well under a minute on 2 CPU cores (the CI test runs it).
 
 Time budget (``--budget-s``, default 450 s: the whole command, wheels' install included, within 8 minutes on one
@@ -394,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(var, "1")  # the libraries' per-load progress bars; the sections say what runs
     from dsgen.errors import DsgenError
 
+    carried: dict[str, Any] = {}
     try:
         carried, data_dir = use_carried(args.carry, args.data_dir)
         result = run_check(args.device, "tiny" if args.tiny else args.scale, args.out, args.preset, data_dir,
@@ -401,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     except DsgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if carried.get("site"):
+            import shutil
+
+            shutil.rmtree(carried["site"], ignore_errors=True)  # the wheels installed for this run only
     tests = result.get("tests") or {}
     return 1 if result["errors"] or (tests and not tests.get("ok")) else 0
 
