@@ -6,7 +6,7 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install run test test-fast test-avx2 regress bench claims claims-large clean
+.PHONY: install run test test-fast test-avx2 regress bench claims claims-large gpu-check gpu-carry clean
 
 install: $(VENV)/.installed
 
@@ -71,6 +71,29 @@ claims-large: install $(if $(RAY_ADDRESS),$(VENV)/.installed-ray)
 bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json
 	$(DSGEN) bench eval --json runs/bench/eval.json
+
+# The GPU check (README "GPU check"), on a machine with CUDA, from a checkout that needs no install: `pytest -m gpu`,
+# then generation, training and evaluation throughput on randomly initialised GPT2-XL / roberta-base architectures at
+# the `paper` preset's settings, and the preset's predicted wall time per method; at most 8 minutes on one H100.
+# Results: runs/gpu-check/ (GPU_ARGS="--out results/gpu" for a run to commit). GPU_PY: the Python with CUDA torch.
+# It installs nothing but the wheels `make gpu-carry` put in $(GPU_CARRY)/wheels (into a temporary folder) and reads
+# the STS data from $(GPU_CARRY)/sts when DSGEN_DATA_DIR is not set.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_CARRY ?= runs/gpu-carry
+gpu-check:
+	$(GPU_PY) -m benchmarks.gpu_check --carry $(GPU_CARRY) $(GPU_ARGS)
+
+# Run here, beforehand (it downloads): what a bare GPU machine lacks, into $(GPU_CARRY)/ (under runs/, so git ignores
+# it; carry that folder): wheels of dsgen's pure-Python dependencies a stock CUDA PyTorch image does not hold (datasets
+# and its dill and multiprocess; gguf, nltk, sacremoses are declared by dsgen and unused by the check) for the image's
+# Python 3.12, at the versions tested here, and the STS data pack. About 12 MB.
+GPU_WHEELS := datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0 nltk==3.10.4 sacremoses==0.2.0
+gpu-carry:
+	@test -n "$(DSGEN_DATA_DIR)" || { echo "set DSGEN_DATA_DIR to the STS data pack (see Evaluation)"; exit 1; }
+	mkdir -p $(GPU_CARRY)/wheels
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux2014_x86_64 -d $(GPU_CARRY)/wheels $(GPU_WHEELS)
+	rm -rf $(GPU_CARRY)/sts && cp -r $(DSGEN_DATA_DIR) $(GPU_CARRY)/sts
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
