@@ -171,7 +171,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     attention = attention or (numerics.attention if numerics is not None else "softmax")
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
-        with packed_prefill(model, packing, attention):
+        with torch.no_grad(), packed_prefill(model, packing, attention):  # no graph: the blocked layers write in place
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:
