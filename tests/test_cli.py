@@ -311,7 +311,16 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     assert g["speedup"] > 0 and g["greedy_agreement"] == 1  # the core's greedy outputs are the reference's
     assert g["batch_sizes"] == [8, 16] and set(g["speedup_by_batch_size"]) == {"8", "16"}
     assert g["speedup"] == max(g["speedup_by_batch_size"].values())
-    assert g["core"]["decode_rows_forwarded"] <= g["core"]["decode_rows_unshared"] + g["core"]["steps"] * 3
+    # sharing never forwards more decode rows than the unshared schedule, but for each step's padding to the
+    # batch-invariant row counts this machine's probe found (at most 3 rows with MKL on an AMD EPYC: 4, 8, 12+;
+    # 15 on an Intel Xeon with AVX-512, whose smallest count is 16)
+    from transformers import AutoModelForCausalLM
+
+    from dsgen.generation.invariance import numerics
+
+    found = numerics(AutoModelForCausalLM.from_pretrained(tiny_lm_dir).eval())
+    padding = max(found.rows(n) - n for n in range(1, found.rows(16 + 3) + 1))
+    assert g["core"]["decode_rows_forwarded"] <= g["core"]["decode_rows_unshared"] + g["core"]["steps"] * padding
     ev = dsgen("bench", "eval", "--model", str(tiny_encoder_dir), "--tasks", "sts16", "--token-budget", "64",
                "--json", str(tmp_path / "e.json"), env=env)
     assert ev.returncode == 0, ev.stderr

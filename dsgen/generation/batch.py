@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dsgen.generation.decode_step import blocked_output_head, invariant_forward
+from dsgen.generation.decode_step import blocked_linears, blocked_output_head, invariant_forward
 from dsgen.generation.forward import buffer_cache, cache_arg, extend_rows, pad_id, tokenize
 from dsgen.generation.probed import Numerics
 
@@ -76,9 +76,10 @@ class PromptBank:
 
     The instruction head that many prompts begin with is computed once (:func:`shared_prefixes`)
     and each prompt's remaining tokens are fed after it (:func:`~dsgen.generation.forward.extend_rows`);
-    because that forward pass is batch-invariant, a prompt gets the same bits as if it were run
-    whole and alone. Prompts are run in batches of similar length (sorted by length, then by first
-    appearance), an order that depends on nothing but the prompts. The bank keeps, per layer, one
+    because that forward pass is exact by construction (:mod:`~dsgen.generation.prefill_step`: packed
+    prompts, attention prompt by prompt, linear layers in fixed row blocks), a prompt gets the same bits
+    as if it were run whole and alone, on any CPU. Prompts are run in batches of similar length (sorted
+    by length, then by first appearance), an order that depends on nothing but the prompts. The bank keeps, per layer, one
     ``[P, H, width, D]`` key and value tensor with each prompt right-aligned (zeros before it;
     ``width`` is the longest prompt), and the next-token logits ``[P, V]``, so that admitting any set
     of prompts into the batch is one copy per layer.
@@ -87,7 +88,7 @@ class PromptBank:
         share_prefixes: compute shared prefixes once (False: every prompt whole; the same values);
             None: where this machine's probe found it exact (``numerics.shared``).
         numerics: what this machine's probe chose for ``model``
-            (:func:`dsgen.generation.invariance.numerics`): the forward's row counts and softmax.
+            (:func:`dsgen.generation.invariance.numerics`): the softmax.
     """
 
     def __init__(self, model: Any, tokenizer: Any, prompts: Sequence[str], batch_size: int = 32,
@@ -381,7 +382,13 @@ class ActiveBatch:
         additive = torch.zeros(attend.shape, dtype=self.keys[0].dtype, device=self.device)
         additive.masked_fill_(attend == 0, torch.finfo(additive.dtype).min)
         cache = buffer_cache(self.keys, self.values, rows, w)
-        with invariant_forward(self.model, self.numerics.attention), blocked_output_head(self.model, out=self.logits):
+        # rows in batch-invariant blocks: one block where the CPU's large-batch kernel is invariant (MKL on
+        # an AMD EPYC), several where only some counts are (an Intel Xeon: 100 rows as 56 + 44)
+        blocks = self.numerics.blocks(used)
+        plan = (lambda n: blocks if n == rows else self.numerics.blocks(n)) if len(blocks) > 1 else None
+        blocked = (blocked_linears(self.model, plan, out=self.logits) if plan is not None
+                   else blocked_output_head(self.model, out=self.logits))
+        with invariant_forward(self.model, self.numerics.attention), blocked:
             out = self.model(input_ids=tokens[:, None], attention_mask=additive[:, None, None, :],
                              position_ids=self.pos[:rows, None], **cache_arg(self.model, cache), use_cache=True,
                              logits_to_keep=1)

@@ -23,12 +23,18 @@ threads. Four things make a forward pass *batch-invariant* on the CPU:
   float64, where such a sum has no rounding at all, so it is the same bits in any order, width or
   lane layout (invariant by construction, at a relative cost of a few percent of a step).
 - **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
-  at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11;
-  :func:`invariant_rows` pads a small step to the next batch-invariant count, probed on the CPU it
-  runs on, at the model's own layer shapes (:func:`invariant_counts`).
+  at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11; on an
+  Intel Xeon (AVX-512, no bf16) only at 16-56 and at 256, 257, 384 and 512 of the counts probed. A
+  step's rows are cut into blocks whose counts are batch-invariant (:func:`row_blocks`, as few and as
+  little padding as the counts allow: one block on the AMD EPYC, 56 + 44 for 100 rows on the Xeon),
+  probed on the CPU it runs on, at the model's own layer shapes (:func:`invariant_counts`), and
+  every linear layer runs block by block (:func:`blocked_linears`).
 - **The output head** is computed in blocks of vocabulary columns (:func:`blocked_head`): the
   same bits as one matrix multiply (each logit is the same dot product), 1.3-1.5x faster on this
   CPU because a block of the weight matrix stays in cache.
+
+A prompt's prefill is made exact differently, by fixed shapes rather than probed ones
+(:mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears` and :func:`exact_softmax` from here.
 
 Written here because transformers offers a per-model choice of attention but no batch-invariant
 kernel, and no blocked output head. The maths are those of the model's own attention (scaled dot
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
@@ -47,6 +53,8 @@ ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
 ATTENTION_NAMES = {"softmax": ROW_ATTENTION, "exact-sum": ROW_ATTENTION_EXACT}  # a probe's choice -> name
 EXACT_QUANTUM = 2.0 ** -40  # exact_softmax rounds each term to a multiple of this before its exact sum
 HEAD_BLOCK = 2048  # vocabulary columns per block of the output head (a 4.7 MB block for SmolLM2)
+BLOCK_COST = 16  # row_blocks: a block costs as much as this many more rows (small GEMMs are slower per row)
+ROW_BLOCK_LIMIT = 4096  # row_blocks: steps beyond this many rows are cut into blocks of at most LARGE_ROWS[-1]
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
 
 
@@ -80,14 +88,46 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
 
 def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
     """The row count to pad a step of ``rows`` rows to, so that a linear layer gives each row the bits
-    it gets in any large batch: the smallest probed count >= ``rows`` among ``counts`` (default:
-    :func:`invariant_counts` of the default shapes). Beyond ``PROBED_ROWS``, where only a sample of
-    counts is probed: ``rows`` itself when every sampled count passed (the large-batch kernel is taken
-    as one regime), else the next sampled count that passed; ``rows`` itself beyond every probe."""
-    counts = invariant_counts() if counts is None else counts
-    if rows > PROBED_ROWS and set(LARGE_ROWS) <= set(counts):
-        return rows
-    return next((m for m in counts if m >= rows), rows)
+    it gets in any large batch: the sum of :func:`row_blocks` (``counts`` default:
+    :func:`invariant_counts` of the default shapes)."""
+    return sum(row_blocks(rows, invariant_counts() if counts is None else tuple(counts)))
+
+
+@functools.lru_cache(maxsize=4096)
+def row_blocks(rows: int, counts: tuple[int, ...]) -> tuple[int, ...]:
+    """Block sizes, each a batch-invariant row count among ``counts``, that hold ``rows`` rows: the
+    fewest rows forwarded, counting each block as ``BLOCK_COST`` more rows (a small matrix multiply runs
+    below a large one's speed), then the fewest blocks, the largest first: a function of ``rows`` and
+    ``counts`` alone. A linear layer run block by block (:func:`blocked_linears`) then gives every row
+    the bits it gets in any large batch, with little more padding than the counts force.
+
+    Beyond ``PROBED_ROWS`` only a sample of counts is probed (``LARGE_ROWS``): where every sampled
+    count passed, the large-batch kernel is taken as one regime and ``rows`` is one block (MKL on an
+    AMD EPYC: every count from 12 on is invariant, so every step is one block, as in earlier
+    releases); elsewhere only the counts that passed are used (an Intel Xeon's 100 rows: 56 + 44).
+    Without any count (a GPU, no probe): ``rows`` as one block."""
+    if not counts or (rows > PROBED_ROWS and set(LARGE_ROWS) <= set(counts)):
+        return (rows,)
+    if rows > ROW_BLOCK_LIMIT:  # whole blocks of the largest count, then the rest
+        big = counts[-1]
+        head = (rows - ROW_BLOCK_LIMIT + big - 1) // big
+        return (big,) * head + row_blocks(rows - head * big, counts)
+    # fewest blocks for every total up to one block that holds them all (a knapsack over the counts)
+    limit = next((c for c in counts if c >= rows), rows + counts[-1])
+    never = limit + 1
+    fewest = [0] + [never] * limit
+    for total in range(1, limit + 1):
+        fewest[total] = min((fewest[total - c] + 1 for c in counts if c <= total), default=never)
+    reachable = [t for t in range(rows, limit + 1) if fewest[t] < never]
+    if not reachable:
+        return (rows,)
+    total = min(reachable, key=lambda t: (t + BLOCK_COST * fewest[t], fewest[t]))
+    blocks = []
+    while total:
+        c = max(c for c in counts if c <= total and fewest[total - c] == fewest[total] - 1)
+        blocks.append(c)
+        total -= c
+    return tuple(blocks)
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,9 +215,9 @@ def row_attention(module: Any, query: Any, key: Any, value: Any, attention_mask:
         attention_mask = attention_mask.to(query.dtype).clamp_min(lowest)
     # the query heads of one key-value head share its keys: [B*Hkv, M, D] x [B*Hkv, D, L], M = rep*Q.
     # Below 12 (but 4 and 8) a score depends on its key's column modulo 4, so on how far a row is
-    # padded, and a short L differs from a long one: a prefill pads M with zero queries and L with
-    # masked zero keys (:func:`invariant_key_columns`), so
-    # that a prompt gets the same bits whatever it is batched with. A one-token step keeps M = rep
+    # padded, and a short L differs from a long one: a multi-token call (not dsgen's prefill, which is
+    # prefill_step's) pads M with zero queries and L with masked zero keys (:func:`invariant_key_columns`),
+    # as earlier releases' prefill did. A one-token step keeps M = rep
     # and L: within a decode call every row has the same L and a row's alignment follows from the
     # schedule alone (sharing and moving rows keep it), and padding would change the bits of every
     # step relative to earlier releases of dsgen, so, rarely, a sampled token.
@@ -212,11 +252,13 @@ def _register() -> None:
             ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
 
 
-def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None) -> Any:
+def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
+                 rows: Callable[[int], tuple[int, ...]] | None = None) -> Any:
     """``forward`` for a linear output head that multiplies one block of vocabulary columns at a time,
     writing into ``out`` (``[rows, vocab]``, reused across calls) when the rows fit, else into a new
     tensor. A reused buffer matters on the CPU: a fresh 50 MB tensor per step is fresh memory pages,
-    and touching them the first time costs as much as a tenth of the step."""
+    and touching them the first time costs as much as a tenth of the step. With ``rows`` (a plan of
+    row blocks, :func:`row_blocks`), the rows too are multiplied block by block (zero rows pad the last)."""
     import torch
 
     weight, bias = head.weight, head.bias
@@ -225,27 +267,36 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None) -> Any:
         if torch.is_grad_enabled() and (weight.requires_grad or hidden.requires_grad):  # out= cannot record a graph
             return torch.nn.functional.linear(hidden, weight, bias)
         flat = hidden.reshape(-1, hidden.shape[-1])
-        rows, vocab = flat.shape[0], weight.shape[0]
+        n, vocab = flat.shape[0], weight.shape[0]
+        plan = rows(n) if rows is not None else (n,)
+        total = sum(plan)
+        if total > n:
+            flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
         dtype = torch.result_type(flat, weight)
-        if out is not None and out.shape[0] >= rows and out.shape[1] == vocab and out.dtype == dtype:
-            logits = out[:rows]
+        if out is not None and out.shape[0] >= total and out.shape[1] == vocab and out.dtype == dtype:
+            logits = out[:total]
         else:
-            logits = torch.empty((rows, vocab), dtype=dtype, device=flat.device)
+            logits = torch.empty((total, vocab), dtype=dtype, device=flat.device)
         for start in range(0, vocab, block):
             stop = min(start + block, vocab)
-            if bias is None:
-                torch.mm(flat, weight[start:stop].t(), out=logits[:, start:stop])
-            else:
-                torch.addmm(bias[start:stop], flat, weight[start:stop].t(), out=logits[:, start:stop])
-        return logits.view(*hidden.shape[:-1], vocab)
+            w = weight[start:stop].t()
+            r = 0
+            for m in plan:
+                if bias is None:
+                    torch.mm(flat[r:r + m], w, out=logits[r:r + m, start:stop])
+                else:
+                    torch.addmm(bias[start:stop], flat[r:r + m], w, out=logits[r:r + m, start:stop])
+                r += m
+        return logits[:n].view(*hidden.shape[:-1], vocab)
 
     return forward
 
 
 @contextlib.contextmanager
-def blocked_output_head(model: Any, out: Any = None) -> Iterator[None]:
+def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple[int, ...]] | None = None
+                        ) -> Iterator[None]:
     """Within the block, the model's linear output head runs block by block (same values, faster on
-    the CPU), into ``out`` when given (see :func:`blocked_head`).
+    the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans (see :func:`blocked_head`).
 
     The head module stays in place, so hooks registered on it still see every output."""
     import torch
@@ -256,11 +307,75 @@ def blocked_output_head(model: Any, out: Any = None) -> Iterator[None]:
     if not plain:
         yield
         return
-    head.forward = blocked_head(head, out=out)
+    head.forward = blocked_head(head, out=out, rows=rows)
     try:
         yield
     finally:
         del head.forward
+
+
+def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]]) -> Any:
+    """``forward`` for a linear layer (``torch.nn.Linear``, or GPT-2's ``Conv1D``, whose weight is
+    ``[in, out]``) that multiplies its input rows in the blocks ``rows(n)`` plans, zero rows padding
+    the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
+    bias), at the block's row count. A plan of one block of exactly ``n`` rows is the layer's own
+    forward, untouched."""
+    import torch
+
+    own = module.forward
+    weight, bias = module.weight, module.bias
+    w = weight.t() if isinstance(module, torch.nn.Linear) else weight
+
+    def forward(x: Any) -> Any:
+        n = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        plan = rows(n)
+        if (len(plan) == 1 and plan[0] == n) or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)):
+            return own(x)
+        flat = x.reshape(n, x.shape[-1])
+        total = sum(plan)
+        if total > n:
+            flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
+        y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
+        r = 0
+        for m in plan:
+            if bias is None:
+                torch.mm(flat[r:r + m], w, out=y[r:r + m])
+            else:
+                torch.addmm(bias, flat[r:r + m], w, out=y[r:r + m])
+            r += m
+        return y[:n].view(*x.shape[:-1], w.shape[1])
+
+    return forward
+
+
+@contextlib.contextmanager
+def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any = None,
+                    head_rows: Callable[[int], tuple[int, ...]] | None = None) -> Iterator[None]:
+    """Within the block, every linear layer of ``model`` multiplies its rows (a step's rows, or a
+    prefill's tokens) in the blocks ``rows`` plans (:func:`row_blocked`), and the output head also
+    by vocabulary columns, into ``out`` when given, its rows in the blocks ``head_rows`` plans (default
+    ``rows``; :func:`blocked_output_head`).
+
+    So that a row's bits do not depend on how many rows it is multiplied with: each block's row
+    count is one the CPU's kernel gives every row the same bits at (:func:`row_blocks`, probed), or
+    the same fixed count for every block (the prefill, :mod:`dsgen.generation.prefill_step`). Only
+    plain layers are blocked (a module with a ``forward`` of its own keeps it); hooks on the modules
+    still see every call."""
+    import torch
+
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    with blocked_output_head(model, out=out, rows=head_rows or rows):  # a plain CPU head: by vocabulary columns too
+        layers = [m for m in model.modules()
+                  if "forward" not in vars(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2
+                  and ((isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward)
+                       or type(m).__name__ == "Conv1D")]
+        for m in layers:
+            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows)
+        try:
+            yield
+        finally:
+            for m in layers:
+                del m.forward
 
 
 @contextlib.contextmanager
@@ -284,5 +399,6 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "invariant_key_columns", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
+__all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
+           "exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
            "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]

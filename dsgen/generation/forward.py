@@ -6,13 +6,15 @@ that, a model with absolute position embeddings (GPT-2) scores a prompt differen
 what else is in the batch. Padding is done here, from token ids, so the tokenizer's own
 ``padding_side`` does not matter.
 
-- :func:`forward_last`: whole sequences, left-padded, the logits after each one; the DINO-style
-  reference loop and the zero-shot discriminator call it.
+- :func:`forward_last`: whole sequences, left-padded, the logits after each one, through the model's
+  own attention (a row's bits depend on its batch's padding and row count); the DINO-style reference
+  loop calls it.
 - :func:`extend_rows`: new tokens after each row's own cached past (a shared instruction prefix,
-  or nothing), batch-invariant (:mod:`dsgen.generation.decode_step`); the decoder's prefill
-  (:class:`dsgen.generation.batch.PromptBank`) calls it.
+  or nothing), packed, each row's bits its own by construction (:mod:`dsgen.generation.prefill_step`);
+  the decoder's prefill (:class:`dsgen.generation.batch.PromptBank`) and the judges
+  (:mod:`dsgen.generation.judge`) call it.
 - :func:`buffer_cache`: a transformers cache over preallocated buffers, written in place; the
-  decode loop's batch and :func:`extend_rows` use it.
+  decode loop's batch uses it.
 - :func:`sliding_window`, :func:`check_fits_window`: what length of row the model can attend to,
   checked by both decode loops before they start.
 """
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.generation.decode_step import blocked_output_head, invariant_forward
+from dsgen.generation.prefill_step import Packing, packed_prefill
 from dsgen.generation.probed import Numerics
 
 
@@ -127,75 +129,66 @@ class Extension:
 
 def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
                 past_values: list[Any] | None = None, past_lengths: Sequence[int] | None = None, *,
-                numerics: Numerics) -> Extension:
-    """Feed each row its new tokens after its own past, in one batch; every row gets the bits it
-    would get alone.
+                numerics: Numerics | None = None, attention: str | None = None, keep_cache: bool = True) -> Extension:
+    """Feed each row its new tokens after its own past, in one forward pass; every row gets the bits it
+    would get alone, by construction (:mod:`dsgen.generation.prefill_step`).
 
     Args:
         new: the new token ids of each row (at least one each).
-        pad: the id fed at padding positions.
+        pad: unused (nothing is padded; kept for the callers' signature).
         past_keys / past_values: per layer ``[B, H, P, D]``, row r's past right-aligned in its last
             ``past_lengths[r]`` columns (None: no past).
         numerics: what this machine's probe chose for ``model``
-            (:func:`dsgen.generation.invariance.numerics`).
-    Layout (why it is batch-invariant): row r's keys are ``[padding][past][new][padding]``, its real
-    columns contiguous, so that padding only ever comes before or after them (an attention score or
-    sum then has the same bits as without it; a gap would not); the new tokens are padded on the
-    right and the output head reads each row's last real position; rows are added (a padding
-    sequence) until the row count is batch-invariant, and attention uses the softmax that is
-    batch-invariant on this machine (both as probed: ``numerics``).
+            (:func:`dsgen.generation.invariance.numerics`): its softmax (``attention`` overrides it;
+            without either, PyTorch's).
+        keep_cache: return the new tokens' keys and values (False: logits only, as a judge needs).
+    Layout: the rows' new tokens are packed into one sequence, each at its own position (its past's
+    length on); attention runs prompt by prompt over the prompt's own keys and every linear layer in
+    fixed row blocks; the output head reads each row's last token.
     """
     import torch
 
     device = next(model.parameters()).device
     n = len(new)
-    past_lengths = list(past_lengths) if past_lengths is not None else [0] * n
+    past = [int(p) for p in past_lengths] if past_lengths is not None else [0] * n
     lengths = [len(s) for s in new]
-    rows = numerics.rows(n)
-    lengths_all = lengths + [1] * (rows - n)
-    past_all = past_lengths + [0] * (rows - n)
-    wp = int(past_keys[0].shape[2]) if past_keys is not None else 0
-    s_max = max(lengths)
-    ids = torch.full((rows, s_max), pad, dtype=torch.long)
-    for r, seq in enumerate(new):
-        ids[r, :len(seq)] = torch.tensor(list(seq), dtype=torch.long)
-    t = torch.arange(s_max)
-    positions = torch.tensor(past_all)[:, None] + t[None, :]
-    # query t of row r attends to its past and to its new tokens up to t (a padding query to its row)
-    cols = torch.arange(wp + s_max)[None, None, :]
-    first = (wp - torch.tensor(past_all))[:, None, None]
-    mask = (cols >= first) & (cols <= wp + t[None, :, None])
-    last = torch.tensor([length - 1 for length in lengths_all], device=device)
+    starts = [0]
+    for length in lengths[:-1]:
+        starts.append(starts[-1] + length)
+    ids = torch.tensor([t for s in new for t in s], dtype=torch.long, device=device)[None]
+    positions = torch.tensor([p + t for p, length in zip(past, lengths) for t in range(length)], dtype=torch.long,
+                             device=device)[None]
+    last = torch.tensor([s + length - 1 for s, length in zip(starts, lengths)], device=device)
 
     def gather_last(module: Any, args: tuple) -> tuple:
-        hidden = args[0]
-        return (hidden[torch.arange(hidden.shape[0], device=hidden.device), last][:, None, :],)
+        return (args[0][0, last][:, None, :],)
 
-    if past_keys is None:
-        from transformers import DynamicCache
+    from transformers import DynamicCache
 
-        cache = DynamicCache()  # plain layers: a sliding-window layer would drop columns
-    else:
-        kbufs, vbufs = [], []
-        for k, v in zip(past_keys, past_values):
-            kb = k.new_zeros((rows, k.shape[1], wp + s_max, k.shape[3]))
-            vb = v.new_zeros((rows, v.shape[1], wp + s_max, v.shape[3]))
-            kb[:n, :, :wp] = k
-            vb[:n, :, :wp] = v
-            kbufs.append(kb)
-            vbufs.append(vb)
-        cache = buffer_cache(kbufs, vbufs, rows, wp)
-    head = model.get_output_embeddings()
-    hook = head.register_forward_pre_hook(gather_last)
+    cache = DynamicCache()  # plain layers: a sliding-window layer would drop columns
+    packing = Packing(tuple(starts), tuple(lengths), tuple(past), past_keys if any(past) else None,
+                      past_values if any(past) else None)
+    attention = attention or (numerics.attention if numerics is not None else "softmax")
+    hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
-        with invariant_forward(model, numerics.attention), blocked_output_head(model):
-            out = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
-                        position_ids=positions.to(device), **cache_arg(model, cache), use_cache=True, logits_to_keep=0)
+        with torch.no_grad(), packed_prefill(model, packing, attention):  # no graph: the blocked layers write in place
+            out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
+                        logits_to_keep=0)
     finally:
         hook.remove()
-    layers = cache_layers(returned_cache(out))
-    return Extension(out.logits[:n, -1].float(), [k[:n, :, wp:] for k, _ in layers], [v[:n, :, wp:] for _, v in layers],
-                     lengths)
+    logits = out.logits[:, -1].float()
+    if not keep_cache:
+        return Extension(logits, [], [], lengths)
+    width = max(lengths)
+    rows = torch.tensor([r for r, length in enumerate(lengths) for _ in range(length)], device=device)
+    cols = torch.tensor([t for length in lengths for t in range(length)], device=device)
+    keys, values = [], []
+    for k, v in cache_layers(returned_cache(out)):
+        for packed, into in ((k, keys), (v, values)):
+            unpacked = packed.new_zeros((n, width, packed.shape[1], packed.shape[3]))
+            unpacked[rows, cols] = packed[0].transpose(0, 1)
+            into.append(unpacked.transpose(1, 2))
+    return Extension(logits, keys, values, lengths)
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,17 +2,20 @@
 
 The decode loop shares rows between samples, computes shared instruction prefixes once and
 moves rows between slots; each of these changes no output only if a sequence's logits are the
-same bits whatever it is batched with (:mod:`dsgen.generation.decode_step`). Whether they are
-rests on the CPU's kernels: the row counts at which a matrix multiply gives each row the same
-bits, and whether a softmax's sum depends on the row's width. Those differ between CPUs (an AVX2
-CPU and an AVX-512 one sum a softmax in lanes of 8 and 16), so :func:`numerics` probes them once
-per process and model, on the model itself, for every path that relies on them:
+same bits whatever it is batched with (:mod:`dsgen.generation.decode_step`). The prefill is exact by
+construction (:mod:`dsgen.generation.prefill_step`: fixed shapes); a decode step rests on the CPU's
+kernels: the row counts at which a matrix multiply gives each row the same bits, and whether a
+softmax's sum depends on the row's width. Those differ between CPUs (an AVX2 CPU and an AVX-512 one
+sum a softmax in lanes of 8 and 16; MKL on an Intel Xeon gives a row the bits of a large batch at
+fewer row counts than on an AMD EPYC), so :func:`numerics` probes them for the model, on the model
+itself, for every path that relies on them, and checks the prefill as well:
 
 - **prefill**: prompts fed whole, in different batches, and fed after their own cached prefix
   (the extend-after-past path of :class:`~dsgen.generation.batch.PromptBank`) give the same logits
   and keys;
 - **decode**: a row's logits after one-token steps are the same bits in any batch, slot and row
-  count, and with one thread (a Ray actor's share of two cores) as with several.
+  count (a step in blocks of the invariant counts), and with one thread (a Ray actor's share of two
+  cores) as with several.
 
 The probe tries PyTorch's fused softmax first (the bits of earlier releases on AVX2 CPUs), then
 the exact-sum softmax, which is invariant by construction
@@ -27,8 +30,11 @@ The probe sits above the batch: it runs a :class:`~dsgen.generation.batch.Prompt
 the batch (:mod:`dsgen.generation.probed`); the decoder asks :func:`numerics` before it builds a
 batch and hands the answer down.
 
-Probing costs about 7 s for SmolLM2-135M on an AVX-512 CPU (both softmaxes tried) and a fraction of a
-second for the tests' tiny models.
+Probing costs about 7 s for SmolLM2-135M on an AMD AVX-512 CPU (both softmaxes tried; 21 s on the Xeon,
+where every check failed before the prefill was exact) and a fraction of a second for the tests' tiny
+models; its answer is stored under ``$DSGEN_CACHE_DIR/numerics/`` keyed by the CPU, the thread count, the
+torch and transformers versions and the model (:func:`probe_key`), so it runs once per kind of machine
+and model, not once per process.
 """
 
 from __future__ import annotations
@@ -42,14 +48,113 @@ from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
+PROBE_VERSION = 2  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+
+
 def numerics(model: Any) -> Numerics:
     """The numerics to use for ``model`` on this machine (probed on first use, then remembered for
-    the model's lifetime: :mod:`dsgen.generation.probed`). A non-CPU model is not probed: it gets the
-    fused softmax and the default row counts (a GPU's kernels are another story; see the README's *GPU*).
-    Within :func:`~dsgen.generation.probed.assume`, the assumed numerics, unprobed."""
+    the model's lifetime: :mod:`dsgen.generation.probed`, and stored on disk under :func:`probe_key`, so
+    another process on the same kind of machine reads it instead of probing). A non-CPU model is not
+    probed: it gets the fused softmax and the default row counts (a GPU's kernels are another story; see
+    the README's *GPU*). Within :func:`~dsgen.generation.probed.assume`, the assumed numerics, unprobed."""
     found = known(model)
     if found is None:
-        found = remember(model, probe(model))
+        found = remember(model, stored_probe(model))
+    return found
+
+
+def cpu_identity() -> dict[str, Any]:
+    """What tells two CPUs' kernels apart: PyTorch's capability (which ``ATEN_CPU_CAPABILITY`` caps), the
+    vendor, model name and vector flags (an Intel and an AMD AVX-512 CPU run different MKL kernels), and
+    the instruction cap MKL was given (``MKL_ENABLE_INSTRUCTIONS``)."""
+    import os
+    import platform
+
+    import torch
+
+    vendor = model = ""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                elif name == "model name" and not model:
+                    model = value.strip()
+                elif name == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        model = platform.processor()
+    vector = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
+    return {"capability": torch.backends.cpu.get_cpu_capability(), "vendor": vendor, "model": model, "flags": vector,
+            "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS", ""), "machine": platform.machine()}
+
+
+def model_key(model: Any) -> str:
+    """A key of the model as the probe sees it: its class, configuration, and every parameter's name, dtype,
+    shape and a strided sample of its values (at most 4,096 per tensor: milliseconds, where hashing the
+    whole of SmolLM2-135M's weights would cost each process about a second)."""
+    import hashlib
+    import json
+
+    import torch
+
+    digest = hashlib.sha256()
+    cfg = getattr(model, "config", None)
+    described = cfg.to_json_string(use_diff=False) if hasattr(cfg, "to_json_string") else repr(cfg)
+    digest.update(f"{type(model).__module__}.{type(model).__qualname__}\n{described}".encode())
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            flat = tensor.detach().reshape(-1)
+            sample = flat[::max(1, flat.numel() // 4096)].cpu().contiguous()
+            digest.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode())
+            digest.update(sample.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:20]
+
+
+def probe_key(model: Any) -> str:
+    """The key a probe of ``model`` is stored under: the probe's version, the CPU (:func:`cpu_identity`), the
+    thread count, the torch and transformers versions and the model (:func:`model_key`)."""
+    import torch
+    import transformers
+
+    from dsgen.artifacts import stable_hash
+
+    return stable_hash({"probe": PROBE_VERSION, "cpu": cpu_identity(), "threads": torch.get_num_threads(),
+                        "torch": torch.__version__, "transformers": transformers.__version__,
+                        "model": model_key(model)}, length=24)
+
+
+def stored_probe(model: Any) -> Numerics:
+    """:func:`probe` of ``model``, read from ``$DSGEN_CACHE_DIR/numerics/<probe_key>.json`` when a process
+    on the same kind of machine probed it before, else probed and written there (atomically; a file that
+    cannot be read or written only costs a probe). A non-CPU model is not probed, so not stored."""
+    import json
+    import os
+    import tempfile
+
+    from dsgen.artifacts import cache_dir
+
+    if next(model.parameters()).device.type != "cpu":
+        return probe(model)
+    path = cache_dir() / "numerics" / f"{probe_key(model)}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Numerics(data["attention"], tuple(data["counts"]), bool(data["shared"]), bool(data["threads"]),
+                        data["cpu"], tuple(data["failed"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = probe(model)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".probe-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(found.to_dict(), f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
     return found
 
 
@@ -89,11 +194,10 @@ def probe(model: Any) -> Numerics:
         with torch.inference_mode(), _without_hooks(model):
             bank, failures = _prefill_failures(model, texts, candidate)
             failures = failures or _decode_failures(model, bank, candidate)
-            same_threads = not failures and _thread_invariant(model, bank, texts, candidate)
-        threads = same_threads
+            threads = _thread_invariant(model, bank, texts, candidate)  # checked either way: the sidecar says it
         if not failures:
-            return Numerics(attention, counts, True, same_threads, cpu,
-                            tuple(failed) + (() if same_threads else (f"{attention}: threads",)))
+            return Numerics(attention, counts, True, threads, cpu,
+                            tuple(failed) + (() if threads else (f"{attention}: threads",)))
         failed += [f"{attention}: {f}" for f in failures]
     return Numerics(ATTENTIONS[-1], counts, False, threads, cpu, tuple(failed))
 
@@ -217,4 +321,4 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     return bool(torch.equal(one_bank.logits, bank.logits) and torch.equal(one, many))
 
 
-__all__ = ["numerics", "probe", "layer_shapes"]
+__all__ = ["numerics", "probe", "stored_probe", "probe_key", "model_key", "cpu_identity", "layer_shapes", "PROBE_VERSION"]

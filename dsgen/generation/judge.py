@@ -3,9 +3,10 @@
 A judge puts a pair into a prompt and reads the probabilities of a few answer words at the next
 position (GenSE's discriminator: "true" / "false"; an LM labeller: the digits 0 to 5), each word
 summed over its spellings and normalised over the answers. Prompts of similar token length are
-batched together through the shared left-padded, position-aware forward
-(:mod:`dsgen.generation.forward`), so a pair's score does not depend on what else is in its batch;
-scores are cached per (model fingerprint, prompt, pair) for the process (:data:`SCORES`).
+batched together through the exact prefill (:func:`dsgen.generation.forward.extend_rows`), so a pair's
+score is the same bits whatever else is in its batch, on any CPU (by construction: fixed shapes, see
+:mod:`dsgen.generation.prefill_step`); scores are cached per (model fingerprint, prompt, pair) for the
+process (:data:`SCORES`).
 """
 
 from __future__ import annotations
@@ -84,23 +85,29 @@ def option_probabilities(lm: Any, prompts: Sequence[str], options: Sequence[Sequ
                          progress: Callable[[int], Any] | None = None) -> Any:
     """``[len(prompts), len(options)]``: the probability of each answer at the next position of each prompt,
     normalised over the answers (each answer's spellings summed). Where the tokenizer writes a space token
-    before the answers (:func:`answer_lead`), a prompt that does not end in whitespace gets it first."""
+    before the answers (:func:`answer_lead`), a prompt that does not end in whitespace gets it first.
+
+    The prompts run ``batch_size`` at a time through the exact prefill
+    (:func:`~dsgen.generation.forward.extend_rows`, :mod:`dsgen.generation.prefill_step`): packed, attention
+    prompt by prompt and linear layers in fixed row blocks, so a prompt's logits are the same bits in any
+    batch, on any CPU, by construction (nothing probed)."""
     import numpy as np
     import torch
 
-    from dsgen.generation.forward import forward_last, pad_id, tokenize
+    from dsgen.generation.forward import extend_rows, pad_id, tokenize
 
     tok, model = lm.tokenizer, lm.model
     groups = option_ids(tok, options)
     lead = answer_lead(tok, options)
     prompts = [p if not lead or p[-1:].isspace() else p + lead for p in prompts]
     ids = tokenize(tok, list(prompts)) if prompts else []
-    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))  # similar lengths together: fewer key widths
     out = np.zeros((len(ids), len(groups)))
     with torch.inference_mode():
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
-            logp = torch.log_softmax(forward_last(model, [ids[j] for j in idx], pad_id(tok)).logits, dim=-1)
+            logits = extend_rows(model, [ids[j] for j in idx], pad_id(tok), attention="softmax", keep_cache=False).logits
+            logp = torch.log_softmax(logits, dim=-1)
             per_option = torch.stack([torch.logsumexp(logp[:, g], dim=-1) for g in groups], dim=-1)
             out[idx] = torch.softmax(per_option, dim=-1).cpu().numpy()
             if progress:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.decode_step import invariant_rows
+from dsgen.generation.decode_step import row_blocks
 
 ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
 
@@ -44,9 +44,14 @@ class Numerics:
     cpu: str = ""
     failed: tuple[str, ...] = ()
 
+    def blocks(self, n: int) -> tuple[int, ...]:
+        """The batch-invariant row blocks a step of ``n`` rows is multiplied in
+        (:func:`~dsgen.generation.decode_step.row_blocks`)."""
+        return row_blocks(n, self.counts)
+
     def rows(self, n: int) -> int:
-        """The batch-invariant row count to pad ``n`` rows to."""
-        return invariant_rows(n, self.counts)
+        """The rows a step of ``n`` rows forwards: its blocks' total (zero rows pad the last)."""
+        return sum(row_blocks(n, self.counts))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed)}

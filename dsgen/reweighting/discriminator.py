@@ -76,7 +76,7 @@ class DiscriminatorConfig(Config):
 def lm_true_probability(lm: Any, pairs: list[tuple[str, str]], prompt: str, batch_size: int = 32,
                         progress: Any = None) -> Any:
     """P(true) normalised over {true, false} for each (x1, x2) with a causal LM, zero-shot
-    (:func:`dsgen.generation.judge.option_probabilities`: a pair's score does not depend on its batch)."""
+    (:func:`dsgen.generation.judge.option_probabilities`: a pair's score is the same bits in any batch)."""
     from dsgen.generation.judge import option_probabilities
 
     prompts = [prompt.format(x1=a, x2=b) for a, b in pairs]
@@ -126,7 +126,8 @@ class DiscriminatorFilter(Reweighter):
 
     config_class = DiscriminatorConfig
     citation = citations.GENSE
-    version = 2  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences
+    version = 3  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences; 3: through
+    # the exact prefill, the same bits in any batch (last-bit differences)
 
     def __init__(self, config: DiscriminatorConfig | None = None) -> None:
         super().__init__(config or DiscriminatorConfig())

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.decode_step import (blocked_head, blocked_output_head, row_attention, invariant_rows,
+from dsgen.generation.decode_step import (PROBED_ROWS, blocked_head, blocked_output_head, row_attention, invariant_rows,
                                           invariant_forward)
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import cache_arg, returned_cache
@@ -22,37 +22,67 @@ PROMPTS = ['Say "', 'Tell me "', 'A longer prompt here "', 'Task: "x" then "', '
 
 
 def test_invariant_row_counts():
-    from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS, invariant_counts
+    from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS, invariant_counts, row_blocks
+    from dsgen.generation.invariance import cpu_identity
 
     counts = invariant_counts()
     assert counts and counts[-1] == LARGE_ROWS[-1]  # the probe's full batch is invariant by definition
     padded = [invariant_rows(n) for n in range(1, 2 * LARGE_ROWS[-1])]
-    assert all(p >= n and (p in counts or n > PROBED_ROWS) for n, p in enumerate(padded, 1))
-    assert padded == sorted(padded) and invariant_rows(5000) == 5000
-    if torch.backends.cpu.get_cpu_capability() == "AVX2" and torch.backends.mkl.is_available():
-        assert padded[:14] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14]  # MKL on an AVX2 CPU, as measured
+    assert padded == sorted(padded) and all(p >= n for n, p in enumerate(padded, 1))
+    for n in range(1, 2 * LARGE_ROWS[-1]):  # every block a probed count (or, in a one-regime large batch, n itself)
+        blocks = row_blocks(n, counts)
+        assert sum(blocks) == invariant_rows(n) and all(b in counts or (blocks == (n,) and n > PROBED_ROWS) for b in blocks)
+    if cpu_identity()["vendor"] == "AuthenticAMD" and torch.backends.mkl.is_available():  # MKL on AMD EPYC, as measured
+        assert padded[:14] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14] and invariant_rows(5000) == 5000
 
 
-def test_a_large_step_is_padded_to_a_sampled_count_when_the_large_regime_is_not_invariant():
-    """Beyond the counts probed one by one only a sample is probed: when one of the sample fails, larger
-    steps are padded to the next sampled count that passed instead of being taken as invariant."""
-    from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS
+def test_a_step_is_cut_into_invariant_blocks_where_the_large_regime_is_not_invariant():
+    """Beyond the counts probed one by one only a sample is probed: where every sampled count passed (an AMD
+    EPYC) a step is one block; where some fail (an Intel Xeon with AVX-512: 16-56, 256, 257, 384, 512), a
+    step is cut into counts that passed, with as little padding as they allow, instead of padded to the next
+    large one (100 rows were forwarded as 256)."""
+    from dsgen.generation.decode_step import BLOCK_COST, LARGE_ROWS, row_blocks
 
-    dense = tuple(range(12, PROBED_ROWS + 1))
-    assert invariant_rows(100, dense + LARGE_ROWS) == 100  # every sampled count passed: no padding
-    without_128 = dense + tuple(m for m in LARGE_ROWS if m != 128)
-    assert invariant_rows(100, without_128) == 129 and invariant_rows(70, without_128) == 96
-    assert invariant_rows(600, without_128) == 600  # beyond every probe
+    amd = (4, 8) + tuple(range(12, PROBED_ROWS + 1)) + LARGE_ROWS
+    assert [row_blocks(n, amd) for n in (3, 5, 9, 13, 100, 600)] == [(4,), (8,), (12,), (13,), (100,), (600,)]
+    intel = tuple(range(16, 57)) + (256, 257, 384, 512)
+    assert row_blocks(5, intel) == (16,) and row_blocks(40, intel) == (40,) and row_blocks(100, intel) == (56, 44)
+    assert row_blocks(300, intel) == (257, 43) and row_blocks(1000, intel) == (512, 512)
+    for n in range(1, 1100):  # never dearer than cutting n into blocks of at most 56 (a block counted as 16 rows)
+        blocks = row_blocks(n, intel)
+        cost = sum(blocks) + BLOCK_COST * len(blocks)
+        assert all(b in intel for b in blocks) and n <= sum(blocks) and cost <= max(n, 16) + BLOCK_COST * -(-n // 56), n
+    assert invariant_rows(100, intel) == 100 and row_blocks(7000, intel)[0] == 512  # no knapsack over 7000 rows
+
+
+def test_a_step_in_several_blocks_gives_each_row_the_bits_of_one_block():
+    """Where every count is invariant (this machine's large regime), a step cut into blocks of invariant counts
+    gives every row, the output head's included, the bits of the step in one block."""
+    from dsgen.generation.decode_step import blocked_linears, invariant_counts
+
+    counts = invariant_counts()
+    model, tok = build_tiny_lm(seed=6)
+    ids = torch.randint(3, len(tok), (100, 1))
+    with torch.inference_mode():
+        whole = model(input_ids=ids, use_cache=False).logits
+        blocks = (48, 52) if {48, 52} <= set(counts) else (counts[-1],)
+        with blocked_linears(model, lambda n: blocks if n == 100 else (n,)):
+            cut = model(input_ids=ids, use_cache=False).logits
+    assert torch.equal(cut, whole)
+    assert "forward" not in vars(model.model.layers[0].mlp.up_proj)  # restored
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])
 def test_linear_layers_give_every_row_the_same_bits_at_invariant_row_counts(k, n):
-    """The property :func:`invariant_rows` relies on (MKL on this machine); if it fails on another
+    """The property :func:`row_blocks` relies on (the probed counts of this machine); if it fails on another
     CPU, sharing rows there is exact only up to float rounding."""
+    from dsgen.generation.decode_step import invariant_counts, row_blocks
+
     torch.manual_seed(0)
     w, x = torch.randn(n, k), torch.randn(512, k)
     full = torch.nn.functional.linear(x, w)
-    for rows in sorted({invariant_rows(r) for r in (*range(1, 80), 100, 128, 200, 256, 300, 512)}):
+    blocks = {b for r in (*range(1, 80), 100, 128, 200, 256, 300, 512) for b in row_blocks(r, invariant_counts())}
+    for rows in sorted(blocks):
         for start in (0, 512 - rows):
             assert torch.equal(torch.nn.functional.linear(x[start:start + rows], w), full[start:start + rows])
 
@@ -170,9 +200,15 @@ def test_shared_rows_give_byte_identical_outputs_with_fewer_rows(tiny_lm, max_ro
     key = lambda res: [[(o.tokens, o.logprobs, o.accepted, o.text) for o in outs] for outs in res]  # noqa: E731
     assert key(a) == key(b)
     assert shared.stats["row_forks"] > 0 and unshared.stats["row_forks"] == 0
-    # a budget of 7 rows is padded to 8 or 12 either way (invariant_rows); larger ones save rows
-    assert shared.stats["forward_rows"] < unshared.stats["forward_rows"] or max_rows < 12
     assert shared.stats["unshared_rows"] == unshared.stats["unshared_rows"]
+    # sharing never forwards more rows; it forwards fewer where a step of fewer rows is forwarded as fewer rows,
+    # i.e. where the budget lies above the count from which every count is batch-invariant (as probed: 12 on an
+    # AMD EPYC, 16 on an Intel Xeon with AVX-512); below it a step is padded to the same count either way
+    found = numerics(tiny_lm.model)
+    dense = min(c for c in found.counts if all(m in found.counts for m in range(c, PROBED_ROWS + 1)))
+    assert shared.stats["forward_rows"] <= unshared.stats["forward_rows"]
+    if max_rows > dense:
+        assert shared.stats["forward_rows"] < unshared.stats["forward_rows"]
 
 
 DINO_LIKE = [f'Task: Write two sentences that mean the same thing.\nSentence 1: "{s}"\nSentence 2: "'

@@ -374,7 +374,7 @@ def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm):
     with torch.inference_mode():
         batch.advance(torch.tensor([5, 6, 7, 8]))
     batch.release([1])
-    assert batch.free == [1] and batch.rows == 4
+    assert batch.free == [1] and batch.rows == found.rows(4)  # 4 used slots, padded as probed (4 on an AMD EPYC)
     batch.check()
     row3 = [k[3, :, :batch.w].clone() for k in batch.keys]
     assert batch.compact() == {3: 1} and batch.used == 3 and batch.free == []

@@ -109,3 +109,35 @@ def test_the_real_generator_is_probed_at_its_own_sizes_and_its_prefill_is_exact(
     assert shared.forward_tokens < whole.forward_tokens
     assert torch.equal(shared.logits, whole.logits)
     assert all(torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))
+
+
+def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, tmp_path):
+    """A probe runs once per kind of machine and model: the answer is stored under its key, and a fresh copy of
+    the same model (what the next process loads) reads it instead of probing; another model, thread count or
+    CPU is another key."""
+    from dsgen.generation.invariance import cpu_identity, probe_key, stored_probe
+
+    monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = invariance.probe
+    monkeypatch.setattr(invariance, "probe", lambda m: calls.append(m) or real(m))
+    model, _ = build_tiny_lm(seed=10)
+    first = stored_probe(model)
+    files = list((tmp_path / "numerics").glob("*.json"))
+    assert len(files) == 1 and files[0].stem == probe_key(model) and len(calls) == 1
+    again, _ = build_tiny_lm(seed=10)
+    assert probe_key(again) == probe_key(model) and stored_probe(again) == first and len(calls) == 1
+    other, _ = build_tiny_lm(seed=11)
+    assert probe_key(other) != probe_key(model)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        assert probe_key(model) != files[0].stem
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setattr(invariance, "cpu_identity", lambda: {**cpu_identity(), "vendor": "GenuineIntel"})
+    assert probe_key(model) != files[0].stem
+    files[0].write_text("not json")  # a damaged file costs a probe, nothing else
+    monkeypatch.undo()
+    monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path))
+    assert stored_probe(model) == first
