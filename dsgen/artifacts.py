@@ -54,13 +54,38 @@ def check_writable_target(path: Path) -> Path:
     return path
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it (Linux: ``/proc/self/status``; elsewhere set and put back)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def staging_dir(parent: Path, prefix: str, suffix: str = "") -> Path:
+    """A new folder under ``parent`` with a name no one else has (``tempfile.mkdtemp``), so that staging never
+    deletes anything of anyone else's, and the mode ``mkdir`` gives under the umask (``mkdtemp`` makes it 0700),
+    since it becomes the target when renamed into place."""
+    stage = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    os.chmod(stage, 0o777 & ~current_umask())
+    return stage
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[Any]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success. The file gets the mode
+    ``open()`` gives a new file (0666 less the umask), not ``mkstemp``'s 0600."""
     path = Path(path)
     ensure_writable_dir(path.parent if str(path.parent) else Path("."))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
             fh.flush()
