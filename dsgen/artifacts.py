@@ -110,9 +110,39 @@ def write_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically. A non-finite number (NaN, Infinity) is refused (``ValueError``) before
+    anything is written: JSON has none, and a bare ``NaN`` is no score; the caller turns it into a failure (or a
+    failure record names it, :func:`finite_json`)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
     with atomic_open(path) as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
-        fh.write("\n")
+        fh.write(text + "\n")
+
+
+def finite_json(data: Any) -> Any:
+    """``data`` with every non-finite float written as its name (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), for
+    records that say why something failed (a failure record keeps the diverged training log it failed on)."""
+    import math
+
+    if isinstance(data, float) and not math.isfinite(data):
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, dict):
+        return {k: finite_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_json(v) for v in data]
+    return data
+
+
+def nonfinite_fields(data: Any, where: str = "") -> list[str]:
+    """The dotted names of every non-finite float in ``data`` (a result about to be written)."""
+    import math
+
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [where or "value"]
+    if isinstance(data, dict):
+        return [f for k, v in data.items() for f in nonfinite_fields(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(data, (list, tuple)):
+        return [f for i, v in enumerate(data) for f in nonfinite_fields(v, f"{where}[{i}]")]
+    return []
 
 
 def read_json(path: str | Path) -> Any:
@@ -126,9 +156,10 @@ def read_json(path: str | Path) -> Any:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Write one JSON object a line, atomically; a non-finite number is refused (``ValueError``), nothing written."""
     with atomic_open(path) as fh:
         for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -138,5 +138,6 @@ def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: boo
             origins.append({"model": meta.name, "revision": meta.revision,
                             **provenance(run_key=result.extra.get("run_key"), command=command, dsgen_model=result.model)})
         # beside MTEB's tree, not in it (its loader reads every JSON of a revision folder as a task result)
-        (stage / PROVENANCE).write_text(json.dumps(origins, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (stage / PROVENANCE).write_text(json.dumps(origins, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                                        encoding="utf-8")
     return written, notes

@@ -12,10 +12,11 @@ Every result records how long each stage took (``timings``): generation (and wha
 came from the cache), postprocessing, labelling, reweighting, training, evaluation.
 
 A run that trains nothing is a failed run, never a score: its training log must show enough optimizer steps taken
-with a non-zero learning rate and a weight update (:func:`dsgen.training.fit.training_failure`, the one rule for
-fresh and cached results); otherwise it raises :class:`~dsgen.runs.records.RunFailed` like a run whose filter kept
-nothing. An unexpected exception inside a run is recorded by the scheduler as a
-:class:`~dsgen.runs.records.RunCrashed` with its traceback (:meth:`Runner.crashed`).
+with a non-zero learning rate and a finite weight update and loss (:func:`dsgen.training.fit.training_failure`, the
+one rule for fresh and cached results), and its evaluation finite scores
+(:func:`dsgen.evaluation.results.score_failure`); otherwise it raises :class:`~dsgen.runs.records.RunFailed` like a
+run whose filter kept nothing. No result file holds a non-finite number. An unexpected exception inside a run is
+recorded by the scheduler as a :class:`~dsgen.runs.records.RunCrashed` with its traceback (:meth:`Runner.crashed`).
 
 A comparison is a graph of artefacts (datasets, data-level fits, run results), each made once by one task and
 executed by a scheduler (:mod:`dsgen.scheduling`). A driver's runner only plans and stores: :meth:`Runner.prepare`
@@ -33,7 +34,7 @@ from typing import Any, Callable
 
 from dsgen.data.pairs import Pair, write_pairs
 from dsgen.errors import DsgenError
-from dsgen.evaluation.results import Result
+from dsgen.evaluation.results import Result, nonfinite_failure, score_failure
 from dsgen.generation.base import GenerationContext
 from dsgen.planning import RunPlan
 from dsgen.runs.data import DataInputs, DataStages
@@ -299,6 +300,9 @@ class Runner:
         result.method, result.preset, result.seed, result.data_seed = plan.method.name, plan.preset.name, plan.seed, plan.run[0]
         result.timings = {**timings, **result.timings}
         result.extra = extra
+        failure = score_failure(result.tasks) or nonfinite_failure(result)
+        if failure is not None:  # never a score, never a bare NaN in a result file
+            raise self.store.fail(plan, failure, extra)
         self._write(plan, result, model, data.train, data.validation)
         self.store.made(key)  # a fresh runner recomputes a run once, then reuses it like any other
         return result

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dsgen.artifacts import ensure_writable_dir, read_json, sidecar_path, write_json
+from dsgen.artifacts import ensure_writable_dir, finite_json, read_json, sidecar_path, write_json
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
 from dsgen.planning import RunPlan
@@ -109,8 +109,10 @@ class RunStore:
             except DsgenError:
                 continue
             if result.extra.get("run_key") == key:
-                if plan.trainer is not None and training_failure(result.extra.get("training")) is not None:
-                    return None  # never a score: made before the training record, or it trained nothing
+                if result.training_failure() is not None:
+                    return None  # never a score: made before the training record, it trained nothing, or diverged
+                if candidate == path and path.with_suffix(".failed.json").exists():
+                    return None  # the run failed since (a folder from before runs were written as one set)
                 result.predictions = Result.load_predictions(candidate)
                 if candidate != path:  # a seed-independent method: the same result under this run
                     result.seed, result.data_seed = plan.seed, plan.run[0]
@@ -131,8 +133,8 @@ class RunStore:
         """Record a failed run (``.failed.json`` beside where its result would be) and return what says so: a
         :class:`RunCrashed` when a traceback ``log`` was written, else a :class:`RunFailed`."""
         write_json(self.result_path(plan).with_suffix(".failed.json"),
-                   {"method": plan.method.name, "seed": plan.seed, "data_seed": plan.run[0], "reason": message,
-                    "extra": extra})
+                   finite_json({"method": plan.method.name, "seed": plan.seed, "data_seed": plan.run[0],
+                                "reason": message, "extra": extra}))
         if log is not None:
             return RunCrashed(plan.method.name, plan.seed, message, extra, plan.run[0], log)
         return RunFailed(plan.method.name, plan.seed, message, extra, plan.run[0])

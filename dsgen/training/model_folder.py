@@ -119,7 +119,8 @@ def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, da
                         data_seed=result.data_seed, seed=result.seed, text_template=template)
     with staged_folder(folder, KIND, overwrite) as stage:
         out.save(str(stage))
-        (stage / PROVENANCE).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (stage / RESULT).write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n",
+        (stage / PROVENANCE).write_text(json.dumps(origin, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                                        encoding="utf-8")
+        (stage / RESULT).write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n",
                                                  encoding="utf-8")
     return Path(folder)
