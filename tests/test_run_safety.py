@@ -148,3 +148,60 @@ def test_json_writers_refuse_a_bare_nan(tmp_path):
         with pytest.raises(ValueError):
             write(tmp_path / "x.json", value)
         assert not (tmp_path / "x.json").exists() and not list(tmp_path.iterdir())  # nothing half-written
+
+
+# -- 7. one command at a time on an output folder -------------------------------------------------------------------
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {repo!r})
+    from dsgen.runs.pipeline import Runner
+    try:
+        runner = Runner({out!r}, progress=False)  # held while it lives
+    except Exception as exc:
+        print(type(exc).__name__ + ": " + str(exc), flush=True)
+        sys.exit(2)
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[1]))
+""")
+
+
+def _hold(out: Path, seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", HOLD.format(repo=str(REPO), out=str(out)), str(seconds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_command_on_one_output_folder_fails_at_once_saying_who_holds_it(tmp_path):
+    out = tmp_path / "runs"
+    holder = _hold(out, 60)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        with pytest.raises(DsgenError) as err:
+            Runner(out, progress=False)
+        assert time.monotonic() - started < 5
+        message = str(err.value)
+        assert "\n" not in message and str(holder.pid) in message and "since" in message
+        assert str(out) in message
+        lock = json.loads((out / ".dsgen.lock").read_text())
+        assert lock["pid"] == holder.pid and lock["host"] and lock["command"] and lock["since"]
+    finally:
+        holder.kill()
+        holder.wait()
+    Runner(out, progress=False)  # the holder is gone: its lock does not block
+
+
+def test_runners_of_one_process_share_the_folder_and_others_wait_for_it(tmp_path):
+    """Sequential (and nested) runners of one process on one folder are one command; the lock goes with the last of
+    them (a runner can also be closed), and a command started after that runs."""
+    out = tmp_path / "runs"
+    first = Runner(out, progress=False)
+    second = Runner(out, progress=False)
+    other = _hold(out, 0)
+    assert other.wait(timeout=60) == 2 and "DsgenError" in other.stdout.read()
+    first.close()
+    second.close()
+    again = _hold(out, 0)
+    assert again.wait(timeout=60) == 0, again.stdout.read() + again.stderr.read()
+    with Runner(out, progress=False):
+        pass

@@ -67,13 +67,19 @@ class Runner:
             runs it: training's bits depend on the count (a tiny encoder trained on 1 and on 2 threads ends with
             other weights), generation's and evaluation's do not. None: torch's own count (this process's).
         evaluators: a cache of evaluators (their task pairs read once) to share with other runners of this process.
+        lock: hold the output folder's lock while the runner lives (:mod:`dsgen.runs.lock`: another process's command
+            on the same folder fails at once; runners of one process share it); a Ray worker's runner, in a scratch
+            folder of its own, holds none.
+
+    A runner is also a context manager that lets go of the lock on exit (:meth:`close`).
     """
 
     def __init__(self, out: str | Path = "runs", data_dir: str | None = None, progress: bool = True,
                  fresh: bool = False, backend: Any = None, save_models: bool = False,
                  makes: tuple[str, ...] = ("dataset", "fit"), shown_out: str | Path | None = None,
-                 threads: int | None = None, evaluators: dict[tuple[Any, ...], Any] | None = None) -> None:
-        self.store = RunStore(out, fresh=fresh, save_models=save_models, shown_out=shown_out)
+                 threads: int | None = None, evaluators: dict[tuple[Any, ...], Any] | None = None,
+                 lock: bool = True) -> None:
+        self.store = RunStore(out, fresh=fresh, save_models=save_models, shown_out=shown_out, lock=lock)
         self.data_dir = data_dir
         self.progress = progress
         self.backend = backend
@@ -81,6 +87,16 @@ class Runner:
         self.data = DataStages(self.store, self.context, data_dir, progress, makes, threads)
         self._evaluators = evaluators if evaluators is not None else {}  # task pairs read once per runner
         self.judge = None  # dsgen.evaluation.quality.LabelJudge, loaded on first use
+
+    def close(self) -> None:
+        """Let go of the output folder's lock (also when the runner is collected, or the process ends)."""
+        self.store.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # -- what the scheduler reads and sets -------------------------------------------------------
     @property

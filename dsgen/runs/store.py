@@ -45,13 +45,27 @@ class RunStore:
     """
 
     def __init__(self, out: str | Path, fresh: bool = False, save_models: bool = False,
-                 shown_out: str | Path | None = None) -> None:
+                 shown_out: str | Path | None = None, lock: bool = True) -> None:
         self.out = ensure_writable_dir(Path(out))
+        self._lock: str | None = None
+        if lock:  # one command at a time under an output folder (dsgen.runs.lock)
+            import weakref
+
+            from dsgen.runs import lock as locks
+
+            self._lock = locks.acquire(self.out)
+            self._release = weakref.finalize(self, locks.release, self._lock)
         self.shown_out = Path(shown_out) if shown_out is not None else self.out
         self.fresh = fresh
         self.save_models = save_models
         self._made: set[str] = set()  # keys made here (a fresh store reuses only these)
         self._failed: dict[str, BaseException] = {}  # artefacts whose making failed here
+
+    def close(self) -> None:
+        """Let go of the output folder's lock (also when the store is collected, or the process ends)."""
+        if self._lock is not None:
+            self._release()
+            self._lock = None
 
     # -- where things go ---------------------------------------------------------------------
     def result_path(self, plan: RunPlan) -> Path:

@@ -215,7 +215,7 @@ def execute_on_worker(task: Task, settings: WorkerSettings, *shipped: dict[str, 
         before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in scratch.rglob("*") if p.is_file()}
         runner = Runner(scratch, settings.data_dir, progress=False, save_models=settings.save_models,
                         makes=(task.kind,) if task.kind != "run" else (), shown_out=settings.out,
-                        threads=settings.threads, evaluators=_EVALUATORS)
+                        threads=settings.threads, evaluators=_EVALUATORS, lock=False)  # its own scratch folder
         output = scratch / ".task-output.log"
         reset = reset_peak_rss()
         with captured(output):
