@@ -150,6 +150,108 @@ def test_json_writers_refuse_a_bare_nan(tmp_path):
         assert not (tmp_path / "x.json").exists() and not list(tmp_path.iterdir())  # nothing half-written
 
 
+# -- 2. a run's folder holds one set of files ---------------------------------------------------------------------
+
+RUN_FILES = (".json", ".pred.npz", ".train.jsonl", ".validation.jsonl", ".model", ".failed.json")
+
+
+def present(path: Path) -> set[str]:
+    return {s for s in RUN_FILES if path.with_suffix(s).exists()}
+
+
+def test_a_runs_folder_holds_its_current_result_or_its_failure_never_both(setup, tmp_path):
+    """The issue's sequence on one result folder (the inputs file edited in place: the same folder, a new key):
+    a run with a validation split; a re-run whose split is empty (the old split must go); a re-run that fails (the
+    old result set must go, its kept model too); a later success (the failure record must go)."""
+    preset, data = setup
+    folder = tmp_path / "in"
+    mine = replace(preset, inputs=str(inputs_file(folder, 40)),
+                   training={**preset.training, "batch_size": 4, "min_trained_steps": 3})
+    plan = plan_run("mock-dino", mine, 1)
+    runner = Runner(tmp_path / "runs", data, progress=False, save_models=True)
+    path = runner.result_path(plan)
+
+    runner.run(plan)
+    assert present(path) == {".json", ".pred.npz", ".train.jsonl", ".validation.jsonl", ".model"}
+    first = json.loads(path.read_text())["extra"]["run_key"]
+
+    inputs_file(folder, 2)  # 14 pairs: 4 steps, 3 at a non-zero rate (it trains), no validation pair
+    again = Runner(tmp_path / "runs", data, progress=False, save_models=True)
+    result = again.run(plan_run("mock-dino", mine, 1))
+    assert result.extra["validation_pairs"] == 0 and result.extra["run_key"] != first
+    assert present(path) == {".json", ".pred.npz", ".train.jsonl", ".model"}
+
+    inputs_file(folder, 0, ["dog.", "cat."])  # one-word inputs keep 10 pairs: 3 steps, 2 at a non-zero rate
+    with pytest.raises(RunFailed, match="trained too little"):
+        Runner(tmp_path / "runs", data, progress=False, save_models=True).run(plan_run("mock-dino", mine, 1))
+    assert present(path) == {".failed.json"}
+
+    inputs_file(folder, 40)
+    Runner(tmp_path / "runs", data, progress=False, save_models=True).run(plan_run("mock-dino", mine, 1))
+    assert present(path) == {".json", ".pred.npz", ".train.jsonl", ".validation.jsonl", ".model"}
+    assert json.loads(path.read_text())["extra"]["run_key"] == first
+
+
+def test_a_crash_removes_the_stale_result_set_too(setup, tmp_path, monkeypatch):
+    preset, data = setup
+    mine = replace(preset, inputs=str(inputs_file(tmp_path / "in", 40)))
+    plan = plan_run("mock-dino", mine, 1)
+    runner = Runner(tmp_path / "runs", data, progress=False)
+    runner.run(plan)
+    path = runner.result_path(plan)
+    assert ".json" in present(path)
+    runner.crashed(plan, TypeError("a bug"))
+    assert present(path) == {".failed.json"}
+
+
+def test_the_drivers_files_of_a_run_replace_its_whole_set(setup, tmp_path):
+    """A Ray driver writes the files a worker returned (:meth:`RunStore.write_run_files`): the run's stale files
+    under ``--out`` go (a failure removes the old result set and kept model; a success without a validation split
+    removes the old split and the failure record), and a kept model folder is replaced whole, never merged."""
+    preset, data = setup
+    mine = replace(preset, inputs=str(inputs_file(tmp_path / "in", 40)))
+    plan = plan_run("mock-dino", mine, 1)
+    runner = Runner(tmp_path / "runs", data, progress=False)
+    path = runner.result_path(plan)
+    rel = path.relative_to(runner.out).with_suffix("")
+    path.parent.mkdir(parents=True)
+    for suffix in (".json", ".pred.npz", ".train.jsonl", ".validation.jsonl"):
+        path.with_suffix(suffix).write_text("old")
+    (path.with_suffix(".model") / "old_module").mkdir(parents=True)
+    (path.with_suffix(".model") / "old_module" / "model.safetensors").write_text("old")
+    (path.with_suffix(".model") / "dsgen_export.json").write_text('{"kind": "model-folder"}')
+    runner.store.write_run_files(plan, {f"{rel}.failed.json": b"{}", f"logs/{rel.name}.log": b"log"})
+    assert present(path) == {".failed.json"}
+    assert (runner.out / "logs" / f"{rel.name}.log").read_bytes() == b"log"
+    path.with_suffix(".validation.jsonl").write_text("old")
+    (path.with_suffix(".model") / "old_module").mkdir(parents=True)
+    (path.with_suffix(".model") / "old_module" / "model.safetensors").write_text("old")
+    (path.with_suffix(".model") / "dsgen_export.json").write_text('{"kind": "model-folder"}')
+    new = {f"{rel}.json": b"{}", f"{rel}.train.jsonl": b"new", f"{rel}.model/model.safetensors": b"new",
+           f"{rel}.model/modules.json": b"[]", f"{rel}.model/dsgen_export.json": b'{"kind": "model-folder"}'}
+    runner.store.write_run_files(plan, new)
+    assert present(path) == {".json", ".train.jsonl", ".model"}
+    assert sorted(p.name for p in path.with_suffix(".model").iterdir()) == ["dsgen_export.json", "model.safetensors",
+                                                                           "modules.json"]
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_a_kept_model_folder_without_its_weights_is_not_a_kept_model(setup, tmp_path):
+    """``--save-model``: a run's result counts as cached only beside its kept model, and a ``<run>.model/`` without
+    weights (a crash's leftovers, a folder someone emptied) is not one: the run is made again."""
+    preset, data = setup
+    mine = replace(preset, inputs=str(inputs_file(tmp_path / "in", 40)))
+    plan = plan_run("mock-dino", mine, 1)
+    runner = Runner(tmp_path / "runs", data, progress=False, save_models=True)
+    result = runner.run(plan)
+    key = result.extra["run_key"]
+    model = runner.result_path(plan).with_suffix(".model")
+    assert runner.cached_result(plan, key) is not None
+    for weights in [*model.glob("*.safetensors"), *model.glob("pytorch_model.bin")]:
+        weights.unlink()
+    assert runner.cached_result(plan, key) is None
+
+
 # -- 7. one command at a time on an output folder -------------------------------------------------------------------
 
 HOLD = textwrap.dedent("""
@@ -205,3 +307,32 @@ def test_runners_of_one_process_share_the_folder_and_others_wait_for_it(tmp_path
     assert again.wait(timeout=60) == 0, again.stdout.read() + again.stderr.read()
     with Runner(out, progress=False):
         pass
+
+
+# -- 2. export dataset reads the current run only -------------------------------------------------------------------
+
+def test_export_dataset_refuses_a_stale_or_failed_run_in_one_line(setup, tmp_path):
+    """``export dataset`` exported whatever result lay at the run's path: one of an older key (the inputs edited since)
+    or one beside a failure record. It exports the current plan's result only."""
+    from dsgen.export.dataset_folder import from_plan, from_run
+
+    preset, data = setup
+    folder = tmp_path / "in"
+    mine = replace(preset, inputs=str(inputs_file(folder, 40)))
+    runs = tmp_path / "runs"
+    runner = Runner(runs, data, progress=False)
+    plan = plan_run("mock-dino", mine, 1)
+    runner.run(plan)
+    assert from_plan(plan, runs, data_dir=data).splits["train"]
+    inputs_file(folder, 30)  # edited in place, not run again: the result on disk is another key's
+    with pytest.raises(DsgenError, match="not the current run") as err:
+        from_plan(plan_run("mock-dino", mine, 1), runs, data_dir=data)
+    assert "\n" not in str(err.value)
+    inputs_file(folder, 40)
+    path = runner.result_path(plan)
+    path.with_suffix(".failed.json").write_text('{"reason": "trained nothing"}')  # as dsgen left it before
+    for export in (lambda: from_plan(plan_run("mock-dino", mine, 1), runs, data_dir=data),
+                   lambda: from_run(path, runs / "cache" / "datasets")):
+        with pytest.raises(DsgenError, match="failed") as err:
+            export()
+        assert "\n" not in str(err.value)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
-from dsgen.data.pairs import Pair, write_pairs
+from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result, nonfinite_failure, score_failure
 from dsgen.generation.base import GenerationContext
@@ -351,18 +351,16 @@ class Runner:
         return {"labeller": label, "reweighter": reweight, "trainer": train}
 
     def _write(self, plan: RunPlan, result: Result, model: Any, train: list[Pair], validation: list[Pair]) -> None:
-        """Write a run's files: its training and validation pairs (with weights), its kept model, its result last."""
-        path = self.result_path(plan)
-        if train:
-            write_pairs(path.with_suffix(".train.jsonl"), train)  # with weights, for analysis and exports
-        if validation:
-            write_pairs(path.with_suffix(".validation.jsonl"), validation)
+        """Write a run's files as one set (:meth:`RunStore.write_result`): its training and validation pairs (with
+        weights, for analysis and exports), its kept model, its result last; what it does not write is removed."""
+        keep = None
         if self.save_models and plan.trainer is not None:
             from dsgen.training.model_folder import save_model_folder
 
-            save_model_folder(model, path.with_suffix(".model"), result, plan.encoder,
-                              f"dsgen {plan.method.name} dataset {result.extra.get('dataset_key', '')}".strip())
-        result.save(path)
+            def keep(folder: Path) -> None:
+                save_model_folder(model, folder, result, plan.encoder,
+                                  f"dsgen {plan.method.name} dataset {result.extra.get('dataset_key', '')}".strip())
+        self.store.write_result(plan, result, train, validation, keep)
 
     def label_agreement(self, pairs: list[Pair]) -> dict[str, Any]:
         """How well the training labels agree with an independent judge (:mod:`dsgen.evaluation.quality`)."""

@@ -422,7 +422,10 @@ class RayScheduler(Scheduler):
                 outcome = ray.get(ref)
             except ray.exceptions.RayError as exc:  # lost more often than it may start again
                 outcome = self._lost(task, exc)
-            write_tree(Path(self.runner.out), outcome.files)
+            if isinstance(task, RunTask):  # a run's files replace its files here as one set, its model folder whole
+                self.runner.store.write_run_files(task.plan, outcome.files)
+            else:
+                write_tree(Path(self.runner.out), outcome.files)
             outcome.files = {}
             if isinstance(task, DatasetTask) and outcome.status == DONE:  # the chunks a local run left are assembled
                 shutil.rmtree(Path(self.runner.out) / task.partial(), ignore_errors=True)
