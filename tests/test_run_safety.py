@@ -252,6 +252,29 @@ def test_a_kept_model_folder_without_its_weights_is_not_a_kept_model(setup, tmp_
     assert runner.cached_result(plan, key) is None
 
 
+# -- 3. keys hold the resolved device ------------------------------------------------------------------------------
+
+def test_run_keys_hold_the_resolved_device_not_auto(setup, tmp_path, monkeypatch):
+    """A GPU-trained and a CPU-trained run of ``device = "auto"`` are two results; an explicit device keys as before
+    (``auto`` resolved to it gives its key)."""
+    import torch
+
+    preset, data = setup
+    mine = replace(preset, inputs=str(inputs_file(tmp_path / "in", 40)))
+    auto = replace(mine, training={**mine.training, "device": "auto"})
+    runner = Runner(tmp_path / "runs", data, progress=False, threads=1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    on_cpu = runner.run_key(plan_run("mock-dino", auto, 1))
+    explicit_cpu = runner.run_key(plan_run("mock-dino", mine, 1))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu = runner.run_key(plan_run("mock-dino", auto, 1))
+    assert on_cpu != on_gpu
+    assert on_cpu == explicit_cpu
+    assert runner.run_key(plan_run("mock-dino", mine, 1)) == explicit_cpu  # an explicit device is what it says
+    runner.data.auto_device = "cpu"  # a scheduler whose tasks run on CPUs (Ray without GPUs) resolves auto so
+    assert runner.run_key(plan_run("mock-dino", auto, 1)) == on_cpu
+
+
 # -- 7. one command at a time on an output folder -------------------------------------------------------------------
 
 HOLD = textwrap.dedent("""

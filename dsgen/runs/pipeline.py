@@ -168,7 +168,8 @@ class Runner:
         """The key of ``plan``'s result (:func:`dsgen.identity.run_key`), from the keys of what it
         consumes: its datasets' keys (from the inputs' contents), every stage's name, version and
         config, the seeds, the models' fingerprints, the texts a reweighter reads besides its pairs,
-        and the evaluation data's key."""
+        and the evaluation data's key. A stage's ``device = "auto"`` enters as the device it resolves to
+        (:meth:`~dsgen.runs.data.DataStages.resolved`)."""
         from dsgen.data.sts import using_data_dir
         from dsgen.identity import run_key, stage_identity, texts_key
         from dsgen.training.fit import selection_data_key, selection_data_of
@@ -180,9 +181,9 @@ class Runner:
             stages: dict[str, Any] = {"postprocess": plan.postprocess.to_dict() if plan.postprocess else None}
             if plan.trainer is not None:  # training's bits depend on the thread count (see ``threads``)
                 stages["threads"] = self.data.training_threads()
-            for stage, _ in STAGES:
+            for stage, _ in STAGES:  # "auto" as the device it resolves to: a GPU's run is not a CPU's
                 component = getattr(plan, stage)
-                stages[stage] = stage_identity(component) if component is not None else None
+                stages[stage] = self.data.resolved(stage_identity(component)) if component is not None else None
             sources = {}
             if plan.reweighter is not None and plan.reweighter.reads_source():
                 sources["reweighter"] = texts_key(self.data.source(plan))

@@ -81,6 +81,7 @@ class WorkerSettings:
     threads: int
     data_dir: str | None
     save_models: bool
+    auto_device: str | None = None  # what a stage's device "auto" is on this task's resources (part of run keys)
 
 
 def commit_last(relative: str) -> bool:
@@ -216,6 +217,7 @@ def execute_on_worker(task: Task, settings: WorkerSettings, *shipped: dict[str, 
         runner = Runner(scratch, settings.data_dir, progress=False, save_models=settings.save_models,
                         makes=(task.kind,) if task.kind != "run" else (), shown_out=settings.out,
                         threads=settings.threads, evaluators=_EVALUATORS, lock=False)  # its own scratch folder
+        runner.data.auto_device = settings.auto_device
         output = scratch / ".task-output.log"
         reset = reset_peak_rss()
         with captured(output):
@@ -359,10 +361,13 @@ class RayScheduler(Scheduler):
         self.runner = runner
         if runner.threads is None:  # a task computes on the CPUs it reserves, and the run keys name that count
             runner.threads = self.cpus
+        # a stage's device "auto" is what a task gets: one GPU with --device cuda, else CPUs only (Ray hides the GPUs
+        # of a task that asks for none), whatever the driver's own machine has; the run keys name it
+        runner.data.auto_device = "cuda" if self.cuda else "cpu"
         self._connect(runner.data_dir)
         self.settings = WorkerSettings(out=str(Path(runner.out).absolute()), threads=runner.threads or self.cpus,
                                        data_dir=runner.data_dir if self._started_here else None,  # else the node's
-                                       save_models=runner.save_models)
+                                       save_models=runner.save_models, auto_device=runner.data.auto_device)
         if self.cuda and not any(n.get("GPU") for n in self.nodes(fresh=True)):
             raise DsgenError("--device cuda was asked for but the Ray cluster has no GPU; use --device cpu")
         if not self.capacity():
