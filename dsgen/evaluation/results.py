@@ -87,6 +87,7 @@ class Result:
     versions: dict[str, str] = field(default_factory=package_versions)
     schema_version: int = SCHEMA_VERSION
     predictions: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    source: Path | None = field(default=None, repr=False, compare=False)  # the file it was loaded from
 
     def __post_init__(self) -> None:
         # Predictions are stored as float32; holding them so in memory makes a fresh result equal to
@@ -182,6 +183,7 @@ class Result:
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":
+        """The result in the file ``path`` (remembered as :attr:`source`, so that what reads it can look beside it)."""
         data = read_json(path)
         if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
             raise DsgenError(f"{path}: not a dsgen result file of schema version {SCHEMA_VERSION}")
@@ -189,6 +191,8 @@ class Result:
             tasks = {k: TaskScore(**v) for k, v in data["tasks"].items()}
         except (KeyError, TypeError):
             raise DsgenError(f"{path}: malformed 'tasks' entry") from None
-        return cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
-                   seed=data.get("seed"), data_seed=data.get("data_seed"), timings=data.get("timings", {}), extra=data.get("extra", {}),
-                   versions=data.get("versions", {}))
+        result = cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
+                     seed=data.get("seed"), data_seed=data.get("data_seed"), timings=data.get("timings", {}),
+                     extra=data.get("extra", {}), versions=data.get("versions", {}))
+        result.source = Path(path)
+        return result
