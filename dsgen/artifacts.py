@@ -283,6 +283,50 @@ def package_versions() -> dict[str, Any]:
     return out
 
 
+CODE_PACKAGES = ("dsgen", "dsgen.methods")  # what a worker runs of dsgen's own code (benchmarks run on the driver)
+SHIPPED_INSIDE = ("methods", "benchmarks")  # top-level folders a wheel ships inside dsgen/ (setup.py)
+CODE_PACKAGES_OF_RESULTS = ("torch", "transformers", "sentence-transformers")  # libraries whose versions change bits
+_CODE_HASH: str | None = None
+
+
+def code_hash() -> str:
+    """A hash of dsgen's own source: every ``*.py`` file of :data:`CODE_PACKAGES`, by its module path. Two processes
+    with the same hash run the same dsgen code, whether it was installed from a wheel (where ``methods/`` lies inside
+    ``dsgen/``) or a checkout (beside it), clean or edited; read once per process (the code a process imports is the
+    code of its start)."""
+    global _CODE_HASH
+    if _CODE_HASH is None:
+        import importlib.util
+
+        files: dict[str, str] = {}
+        for package in CODE_PACKAGES:
+            spec = importlib.util.find_spec(package)
+            for root in (spec.submodule_search_locations or []) if spec else []:
+                for path in Path(root).rglob("*.py"):
+                    relative = path.relative_to(root)
+                    if "__pycache__" in relative.parts or (package == "dsgen" and relative.parts[0] in SHIPPED_INSIDE):
+                        continue
+                    files[f"{package}/{relative.as_posix()}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        _CODE_HASH = stable_hash(files)
+    return _CODE_HASH
+
+
+def code_versions() -> dict[str, Any]:
+    """What must be the same on every node that computes a comparison's artefacts: the versions of dsgen and of the
+    libraries whose bits a result depends on (:data:`CODE_PACKAGES_OF_RESULTS`), and dsgen's own code
+    (:func:`code_hash`: an edited checkout keeps its version and commit)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {}
+    for name in ("dsgen", *CODE_PACKAGES_OF_RESULTS):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    out["dsgen_code"] = code_hash()
+    return out
+
+
 def sidecar_path(path: str | Path) -> Path:
     path = Path(path)
     return path.with_name(path.name + SIDECAR_SUFFIX)

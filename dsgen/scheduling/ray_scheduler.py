@@ -252,8 +252,9 @@ def _node_id() -> str:
 
 def node_fingerprints(evaluations: list[tuple[tuple[str, ...], str]], models: list[str],
                       data_dir: str | None) -> dict[str, Any]:
-    """What a node reads: the fingerprint of each evaluation (tasks, text convention) and of each model, as this
-    node's data folder and model cache give them (an error's line where one cannot be read)."""
+    """What a node runs and reads: its package versions and dsgen's code (:func:`dsgen.artifacts.code_versions`), the
+    fingerprint of each evaluation (tasks, text convention) and of each model, as this node's data folder and model
+    cache give them (an error's line where one cannot be read)."""
     import socket
 
     from dsgen.evaluation.evaluator import StsEvaluator
@@ -265,10 +266,26 @@ def node_fingerprints(evaluations: list[tuple[tuple[str, ...], str]], models: li
         except DsgenError as exc:
             return {"error": str(exc).splitlines()[0]}
 
-    return {"evaluation": {f"{','.join(t)}|{p}": safely(lambda t=t, p=p: StsEvaluator(list(t), data_dir, preprocess=p)
+    from dsgen.artifacts import code_versions
+
+    return {"versions": code_versions(),
+            "evaluation": {f"{','.join(t)}|{p}": safely(lambda t=t, p=p: StsEvaluator(list(t), data_dir, preprocess=p)
                                                           .fingerprint()) for t, p in evaluations},
             "models": {m: safely(lambda m=m: model_fingerprint(m)) for m in models},
             "data_dir": data_dir or os.environ.get("DSGEN_DATA_DIR"), "host": socket.gethostname()}
+
+
+def version_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+    """The first way a node's :func:`dsgen.artifacts.code_versions` differ from the driver's, in words; None when they
+    are the same."""
+    for name, version in ours.items():
+        got = theirs.get(name)
+        if got == version:
+            continue
+        if name == "dsgen_code":
+            return f"dsgen code differs from the driver's (source hash {got}, the driver's {version})"
+        return f"{name} {got or 'not installed'} differs from the driver's {version}"
+    return None
 
 
 # -- the driver side ----------------------------------------------------------------------------------------------
@@ -324,9 +341,11 @@ class RayScheduler(Scheduler):
         return self._nodes
 
     def _check_nodes(self, plans: list[Any]) -> None:
-        """Refuse, in one line, a node whose evaluation data or models differ from the driver's."""
+        """Refuse, in one line, a node whose package versions, dsgen code, evaluation data or models differ from the
+        driver's."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from dsgen.artifacts import code_versions
         from dsgen.models import model_fingerprint
 
         evaluations = sorted({(tuple(p.evaluation["tasks"]), p.evaluation["preprocess"]) for p in plans})
@@ -345,6 +364,11 @@ class RayScheduler(Scheduler):
             raise DsgenError("a Ray node did not say which evaluation data and models it reads within 600 s") from None
         for ref, theirs in answers.items():
             node = refs[ref]
+            refused = version_difference(code_versions(), theirs.get("versions") or {})
+            if refused:
+                raise DsgenError(f"Ray node {node['address']} ({theirs['host']}) refused: its {refused}; install the "
+                                 "driver's dsgen (the same checkout or wheel) and libraries on every node, or leave it "
+                                 "out of the cluster")
             for what in ("evaluation", "models"):
                 for name, fingerprint in ours[what].items():
                     if theirs[what].get(name) != fingerprint:
