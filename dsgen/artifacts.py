@@ -54,13 +54,38 @@ def check_writable_target(path: Path) -> Path:
     return path
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it (Linux: ``/proc/self/status``; elsewhere set and put back)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def staging_dir(parent: Path, prefix: str, suffix: str = "") -> Path:
+    """A new folder under ``parent`` with a name no one else has (``tempfile.mkdtemp``), so that staging never
+    deletes anything of anyone else's, and the mode ``mkdir`` gives under the umask (``mkdtemp`` makes it 0700),
+    since it becomes the target when renamed into place."""
+    stage = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    os.chmod(stage, 0o777 & ~current_umask())
+    return stage
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[Any]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success. The file gets the mode
+    ``open()`` gives a new file (0666 less the umask), not ``mkstemp``'s 0600."""
     path = Path(path)
     ensure_writable_dir(path.parent if str(path.parent) else Path("."))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
             fh.flush()
@@ -85,9 +110,39 @@ def write_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically. A non-finite number (NaN, Infinity) is refused (``ValueError``) before
+    anything is written: JSON has none, and a bare ``NaN`` is no score; the caller turns it into a failure (or a
+    failure record names it, :func:`finite_json`)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
     with atomic_open(path) as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
-        fh.write("\n")
+        fh.write(text + "\n")
+
+
+def finite_json(data: Any) -> Any:
+    """``data`` with every non-finite float written as its name (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), for
+    records that say why something failed (a failure record keeps the diverged training log it failed on)."""
+    import math
+
+    if isinstance(data, float) and not math.isfinite(data):
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, dict):
+        return {k: finite_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_json(v) for v in data]
+    return data
+
+
+def nonfinite_fields(data: Any, where: str = "") -> list[str]:
+    """The dotted names of every non-finite float in ``data`` (a result about to be written)."""
+    import math
+
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [where or "value"]
+    if isinstance(data, dict):
+        return [f for k, v in data.items() for f in nonfinite_fields(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(data, (list, tuple)):
+        return [f for i, v in enumerate(data) for f in nonfinite_fields(v, f"{where}[{i}]")]
+    return []
 
 
 def read_json(path: str | Path) -> Any:
@@ -101,9 +156,10 @@ def read_json(path: str | Path) -> Any:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Write one JSON object a line, atomically; a non-finite number is refused (``ValueError``), nothing written."""
     with atomic_open(path) as fh:
         for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -224,6 +280,50 @@ def package_versions() -> dict[str, Any]:
     if git["commit"]:
         out["dsgen_git_commit"] = git["commit"]
         out["dsgen_git_dirty"] = git["dirty"]
+    return out
+
+
+CODE_PACKAGES = ("dsgen", "dsgen.methods")  # what a worker runs of dsgen's own code (benchmarks run on the driver)
+SHIPPED_INSIDE = ("methods", "benchmarks")  # top-level folders a wheel ships inside dsgen/ (setup.py)
+CODE_PACKAGES_OF_RESULTS = ("torch", "transformers", "sentence-transformers")  # libraries whose versions change bits
+_CODE_HASH: str | None = None
+
+
+def code_hash() -> str:
+    """A hash of dsgen's own source: every ``*.py`` file of :data:`CODE_PACKAGES`, by its module path. Two processes
+    with the same hash run the same dsgen code, whether it was installed from a wheel (where ``methods/`` lies inside
+    ``dsgen/``) or a checkout (beside it), clean or edited; read once per process (the code a process imports is the
+    code of its start)."""
+    global _CODE_HASH
+    if _CODE_HASH is None:
+        import importlib.util
+
+        files: dict[str, str] = {}
+        for package in CODE_PACKAGES:
+            spec = importlib.util.find_spec(package)
+            for root in (spec.submodule_search_locations or []) if spec else []:
+                for path in Path(root).rglob("*.py"):
+                    relative = path.relative_to(root)
+                    if "__pycache__" in relative.parts or (package == "dsgen" and relative.parts[0] in SHIPPED_INSIDE):
+                        continue
+                    files[f"{package}/{relative.as_posix()}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        _CODE_HASH = stable_hash(files)
+    return _CODE_HASH
+
+
+def code_versions() -> dict[str, Any]:
+    """What must be the same on every node that computes a comparison's artefacts: the versions of dsgen and of the
+    libraries whose bits a result depends on (:data:`CODE_PACKAGES_OF_RESULTS`), and dsgen's own code
+    (:func:`code_hash`: an edited checkout keeps its version and commit)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {}
+    for name in ("dsgen", *CODE_PACKAGES_OF_RESULTS):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    out["dsgen_code"] = code_hash()
     return out
 
 

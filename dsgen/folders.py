@@ -132,15 +132,17 @@ def check_target_folder(target: Path, kind: str, overwrite: bool | None = False)
 def staged_folder(target: Path, kind: str, overwrite: bool | None = False) -> Iterator[Path]:
     """A temporary folder beside ``target`` that becomes ``target``, marked as the export ``kind``, when the
     block succeeds (an existing ``target`` is replaced then, when :func:`check_target_folder` allows it,
-    which is checked before the block runs); on failure it is removed and ``target`` is left as it was."""
-    from dsgen.artifacts import ensure_writable_dir
+    which is checked before the block runs); on failure it is removed and ``target`` is left as it was.
+
+    The stage and the place the replaced folder moves to have names no one else has
+    (``.<name>.partial-XXXX``, ``.<name>.old-XXXX``, :func:`dsgen.artifacts.staging_dir`): only what this call made
+    is ever deleted, never a folder of those names someone else (another export, the user) keeps beside the target."""
+    from dsgen.artifacts import ensure_writable_dir, staging_dir
 
     target = check_target_folder(target, kind, overwrite)
     parent = ensure_writable_dir(target.parent)
-    stage = parent / f".{target.name}.partial"
-    shutil.rmtree(stage, ignore_errors=True)
     try:
-        stage.mkdir()
+        stage = staging_dir(parent, f".{target.name}.partial-")
     except OSError as exc:
         raise DsgenError(f"cannot write {target}: {exc.strerror or exc}; choose another path") from None
     try:
@@ -152,10 +154,18 @@ def staged_folder(target: Path, kind: str, overwrite: bool | None = False) -> It
         shutil.rmtree(stage, ignore_errors=True)
         raise
     if target.exists():
-        old = parent / f".{target.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        stage.rename(target)
+        import tempfile
+
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))  # a name of its own, then moved into
+        moved = old / target.name
+        target.rename(moved)
+        try:
+            stage.rename(target)
+        except BaseException:
+            moved.rename(target)  # put it back: the target is left as it was
+            shutil.rmtree(stage, ignore_errors=True)
+            old.rmdir()
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         stage.rename(target)

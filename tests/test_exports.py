@@ -475,3 +475,54 @@ min_trained_steps = 1
     scored = json.loads((tmp_path / "e.json").read_text())["tasks"]["sts16"]
     assert scored["spearman"] == pytest.approx(reported["tasks"]["sts16"]["spearman"], abs=0.01)
     assert scored["pearson"] == pytest.approx(reported["tasks"]["sts16"]["pearson"], abs=0.01)
+
+
+def _result_file(path, method, trained=True, steps=20, run_key="k", shift=0.0):
+    """A result file as dsgen writes it: a trained run (its training log), ``base`` (no trainer) or, with ``method``
+    None, ``dsgen eval``'s."""
+    from dsgen.evaluation.results import Result, TaskScore
+
+    score = 70.0 + shift
+    tasks = {t: TaskScore(score, score, 10, score, score, score, score) for t in ("sts16", "stsb")}
+    extra = {"run_key": run_key, "variant": "v", "evaluation_data": {"preprocess": "raw", "dtype": "float32"}}
+    if method is not None:
+        extra["plan"] = {"trainer": {"trainer": "regression"} if trained else None}
+    if method is not None and trained:
+        extra["training"] = {"optimizer_steps": steps, "nonzero_lr_steps": steps,
+                             "weight_update": 0.01 if steps else 0.0, "min_trained_steps": 10}
+    result = Result(model="tiny", tasks=tasks, method=method, preset="unit" if method else None,
+                    seed=1 if method else None, data_seed=1 if method else None, extra=extra)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result.save(path)
+    return path
+
+
+def test_mteb_export_skips_failed_stale_and_untrained_runs_saying_so(tmp_path):
+    """Issue 39: ``export mteb`` exported every result file under a folder. A run whose failure record lies beside
+    its result (it failed since), or whose training log shows it trained nothing, is skipped with one line each;
+    a trained run, ``base`` and a ``dsgen eval`` result are exported."""
+    mteb = require("mteb", "mteb")
+    from tests.test_cli import dsgen
+
+    runs = tmp_path / "runs"
+    results = runs / "results" / "unit"
+    _result_file(results / "dino" / "v" / "data-1-seed-1.json", "dino", run_key="dino-key")
+    stale = _result_file(results / "rise" / "v" / "data-1-seed-1.json", "rise", run_key="rise-key", shift=1)
+    stale.with_suffix(".failed.json").write_text(json.dumps({"method": "rise", "reason": "trained nothing"}))
+    _result_file(results / "human" / "v" / "data-1-seed-1.json", "human", steps=0, run_key="human-key", shift=2)
+    _result_file(results / "base" / "v" / "data-1-seed-1.json", "base", trained=False, run_key="base-key", shift=3)
+    _result_file(runs / "eval" / "tiny.json", None, shift=4)
+    res = dsgen("export", "mteb", str(runs), "--out", str(tmp_path / "mt"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    skipped = [line for line in lines if line.startswith("skipped")]
+    assert len(skipped) == 2, res.stdout
+    assert any("rise" in line and "failed" in line for line in skipped), skipped
+    assert any("human" in line and "trained nothing" in line for line in skipped), skipped
+    loaded = mteb.ResultCache(tmp_path / "mt").load_results(include_remote=False)
+    revisions = sorted(m.model_revision for m in loaded.model_results)
+    assert len(revisions) == 3 and "dino-key" in revisions and "base-key" in revisions
+    assert "rise-key" not in revisions and "human-key" not in revisions
+    nothing = dsgen("export", "mteb", str(stale), "--out", str(tmp_path / "mt2"))
+    assert nothing.returncode == 2 and nothing.stderr.count("\n") == 1 and "failed" in nothing.stderr, nothing.stderr
+    assert not (tmp_path / "mt2").exists()

@@ -57,15 +57,30 @@ def _table(verdicts: list[Verdict], means: dict[str, float]) -> str:
     return pd.DataFrame(rows).to_markdown(index=False)
 
 
+def undefined_as_null(value: Any) -> Any:
+    """``value`` with every non-finite number (an interval or p-value that is not defined, e.g. over one data seed) as
+    None: JSON has no NaN, and dsgen's JSON writer refuses one."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: undefined_as_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [undefined_as_null(v) for v in value]
+    return value
+
+
 def verdict_record(v: Verdict) -> dict[str, Any]:
     """A verdict as the claims command's JSON writes it: the test behind it and, when inconclusive, what would
-    decide it."""
+    decide it (a statistic that is not defined as null)."""
     power = v.power()
-    return {"claim": v.claim.id, "paper": v.claim.paper, "family": v.family, "verdict": v.verdict, "used": v.used,
+    return undefined_as_null({
+            "claim": v.claim.id, "paper": v.claim.paper, "family": v.family, "verdict": v.verdict, "used": v.used,
             "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()}, "half_width": v.half_width,
             "p_values": v.p_values, "p": v.p, "leading": v.leading, "p_holm": v.p_holm, "holm_step": v.step,
             "family_size": v.family_size, "alpha": v.alpha, "reason": v.reason,
-            "to_decide": power.to_dict() if power else None}
+            "to_decide": power.to_dict() if power else None})
 
 
 def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: dict[str, Any], command: str = "",

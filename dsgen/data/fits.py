@@ -214,11 +214,11 @@ class FitStore:
     def make(self, fit: DataFit, key: str, data: FitData, record: dict[str, Any]) -> dict[str, Any]:
         """Compute the fit into a temporary folder beside its place, write ``fit.json`` (``record`` with the
         info, key and timings) and move the folder into place; returns the ``fit.json`` written."""
-        from dsgen.artifacts import ensure_writable_dir, package_versions, write_json
+        from dsgen.artifacts import ensure_writable_dir, package_versions, staging_dir, write_json
 
         ensure_writable_dir(self.root)
         target = self.folder(fit.kind, key)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.root))
+        tmp = staging_dir(self.root, f".{target.name}.", ".tmp")  # the mode mkdir gives, not mkdtemp's 0700
         try:
             started = time.perf_counter()
             info = fit.compute(data, tmp)

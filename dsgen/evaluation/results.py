@@ -25,6 +25,29 @@ STAGE_TIMINGS = {"generate": ("generate_seconds",), "postprocess": ("postprocess
                  "evaluate": ("evaluate_seconds",)}
 
 
+def score_failure(tasks: dict[str, "TaskScore"]) -> str | None:
+    """Why an evaluation gave no score (one line): a task whose Spearman or Pearson is not a finite number (a diverged
+    encoder's embeddings, a constant one's cosines); None when every score is finite."""
+    for name, score in tasks.items():
+        for stat in ("spearman", "pearson"):
+            value = getattr(score, stat)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                return (f"its evaluation scored no finite number on {name} ({stat} {value}): the encoder's embeddings "
+                        "are not finite or constant; a diverged run (lower the learning rate) or a broken encoder")
+    return None
+
+
+def nonfinite_failure(result: "Result") -> str | None:
+    """Why ``result`` cannot be written (one line): a non-finite number anywhere in it (JSON has none); None when
+    it can."""
+    from dsgen.artifacts import nonfinite_fields
+
+    found = nonfinite_fields({k: v for k, v in result.to_dict().items() if k != "average"})
+    if not found:
+        return None
+    return f"not finite: {', '.join(found[:3])}{' and more' if len(found) > 3 else ''}; a diverged run, never a score"
+
+
 def predictions_path(path: Path) -> Path:
     return path.with_suffix(".pred.npz")
 
@@ -64,6 +87,7 @@ class Result:
     versions: dict[str, str] = field(default_factory=package_versions)
     schema_version: int = SCHEMA_VERSION
     predictions: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    source: Path | None = field(default=None, repr=False, compare=False)  # the file it was loaded from
 
     def __post_init__(self) -> None:
         # Predictions are stored as float32; holding them so in memory makes a fresh result equal to
@@ -87,15 +111,18 @@ class Result:
         return isinstance(plan, dict) and "trainer" in plan and plan["trainer"] is None
 
     def training_failure(self) -> str | None:
-        """Why this result is not a trained model's score, for a run whose plan trains an encoder (its training log
-        judged by :func:`dsgen.training.fit.training_failure`, the rule the runner applies); None for a run that
-        trained and for a result without training (``base``, ``dsgen eval``)."""
+        """Why this result is not a score: for a run whose plan trains an encoder, its training log judged by
+        :func:`dsgen.training.fit.training_failure` (the rule the runner applies); for any result, a score that is
+        not finite (:func:`score_failure`: a file written before dsgen refused them). None for a run that trained
+        and scored, and for a result without training (``base``, ``dsgen eval``) with finite scores."""
         plan = self.extra.get("plan")
-        if "training" not in self.extra and not (isinstance(plan, dict) and plan.get("trainer")):
-            return None
-        from dsgen.training.fit import training_failure
+        if "training" in self.extra or (isinstance(plan, dict) and plan.get("trainer")):
+            from dsgen.training.fit import training_failure
 
-        return training_failure(self.extra.get("training"))
+            failure = training_failure(self.extra.get("training"))
+            if failure is not None:
+                return failure
+        return score_failure(self.tasks)
 
     def stage_seconds(self) -> dict[str, float]:
         """What this run's own stages cost (:data:`STAGE_TIMINGS`), from its timings; a cached dataset or fit it
@@ -119,9 +146,11 @@ class Result:
         return round(sum(t.spearman for t in self.tasks.values()) / len(self.tasks), 4) if self.tasks else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
+        average = self.average
         return {"schema_version": self.schema_version, "model": self.model, "method": self.method,
                 "preset": self.preset, "seed": self.seed, "data_seed": self.data_seed,
-                "tasks": {k: vars(v) for k, v in self.tasks.items()}, "average": self.average,
+                "tasks": {k: vars(v) for k, v in self.tasks.items()},
+                "average": average if math.isfinite(average) else None,  # no tasks: no average (JSON has no NaN)
                 "timings": self.timings, "extra": self.extra, "versions": self.versions}
 
     def save(self, path: str | Path) -> Path:
@@ -154,6 +183,7 @@ class Result:
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":
+        """The result in the file ``path`` (remembered as :attr:`source`, so that what reads it can look beside it)."""
         data = read_json(path)
         if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
             raise DsgenError(f"{path}: not a dsgen result file of schema version {SCHEMA_VERSION}")
@@ -161,6 +191,8 @@ class Result:
             tasks = {k: TaskScore(**v) for k, v in data["tasks"].items()}
         except (KeyError, TypeError):
             raise DsgenError(f"{path}: malformed 'tasks' entry") from None
-        return cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
-                   seed=data.get("seed"), data_seed=data.get("data_seed"), timings=data.get("timings", {}), extra=data.get("extra", {}),
-                   versions=data.get("versions", {}))
+        result = cls(model=data["model"], tasks=tasks, method=data.get("method"), preset=data.get("preset"),
+                     seed=data.get("seed"), data_seed=data.get("data_seed"), timings=data.get("timings", {}),
+                     extra=data.get("extra", {}), versions=data.get("versions", {}))
+        result.source = Path(path)
+        return result

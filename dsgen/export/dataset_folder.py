@@ -84,12 +84,30 @@ def from_pairs_file(path: Path, command: str = "") -> DatasetExport:
                          provenance(dataset_key=meta.get("dataset_key"), command=command))
 
 
+def refuse_failed(result_path: Path, result: Any) -> None:
+    """A one-line :class:`DsgenError` when the run at ``result_path`` failed: a failure record beside its result (it
+    failed since: a folder from before a run's files were one set), or a result that is no trained model's score."""
+    failed = Path(result_path).with_suffix(".failed.json")
+    if failed.exists():
+        try:
+            reason = str(read_json(failed).get("reason", "")).splitlines()[0]
+        except (DsgenError, AttributeError, IndexError):
+            reason = ""
+        raise DsgenError(f"{result_path}: the run failed since this result was written ({failed.name}"
+                         f"{': ' + reason if reason else ''}); run it again before exporting its data")
+    failure = result.training_failure()
+    if failure is not None:
+        raise DsgenError(f"{result_path}: the run failed ({failure}); run it again before exporting its data")
+
+
 def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport:
     """The dataset a run used: its training pairs with their weights (``<run>.train.jsonl``) and its
-    validation pairs, described by the run's result file and the cached dataset's sidecar."""
+    validation pairs, described by the run's result file and the cached dataset's sidecar. A failed run is refused
+    in one line (:func:`refuse_failed`); :func:`from_plan` also refuses a result of another key than the plan's."""
     from dsgen.evaluation.results import Result
 
     result = Result.load(result_path)
+    refuse_failed(result_path, result)
     train = result_path.with_suffix(".train.jsonl")
     if not train.is_file():
         raise DsgenError(f"{result_path} has no training pairs beside it ({train.name}); the method trains on none")
@@ -103,6 +121,43 @@ def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport
                          provenance(run_key=result.extra.get("run_key"), dataset_key=key, dev_dataset_key=dev_key,
                                     command=command),
                          cached_sidecar(cache, dev_key))
+
+
+def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = None) -> DatasetExport:
+    """The dataset of ``plan``'s run under the output folder ``runs`` (:func:`from_run`), only when the result there is
+    the current plan's: its run key the key the plan computes now (its inputs, task spec, models and evaluation data
+    as they are), and the run not failed. Anything else is refused in one line, before anything is written.
+
+    Args:
+        plan: the run (:func:`dsgen.planning.plan_run`) whose data to export.
+        runs: the run's ``--out``.
+        data_dir: the STS data folder the run was evaluated on (default ``$DSGEN_DATA_DIR``), part of its key.
+    """
+    from dsgen.evaluation.results import Result
+    from dsgen.runs.pipeline import Runner
+    from dsgen.runs.records import Missing, result_path, run_label
+
+    runs = Path(runs)
+    path = result_path(runs, plan)
+    label = f"{plan.method.name} (preset {plan.preset.name}, {run_label(plan)})"
+    if not path.exists():
+        failed = path.with_suffix(".failed.json")
+        why = f"; it failed: {read_json(failed).get('reason')}" if failed.exists() else ""
+        raise DsgenError(f"no result of {label} under {runs}{why}; run it first (dsgen run {plan.method.name} "
+                         f"--preset {plan.preset.name} --out {runs}) or give --runs")
+    result = Result.load(path)
+    refuse_failed(path, result)
+    runner = Runner(runs, data_dir, progress=False, makes=(), lock=False)  # reads only
+    try:
+        key = runner.run_key(plan)
+    except Missing:
+        key = None  # the datasets its key rests on are not there: it cannot be the current run
+    if result.extra.get("run_key") != key:
+        raise DsgenError(f"{path} is not the current run of {label}: its run key {result.extra.get('run_key')} is "
+                         f"not the plan's {key or '(its datasets are missing)'} (its inputs, task spec, models or "
+                         f"evaluation data changed since); run it again (dsgen run {plan.method.name} --preset "
+                         f"{plan.preset.name} --out {runs}) before exporting its data")
+    return from_run(path, runs / "cache" / "datasets", command)
 
 
 def _rows(pairs: list[Pair]) -> list[dict[str, Any]]:

@@ -96,8 +96,22 @@ def run_label(result: Any) -> str:
     return f"{result.method} (preset {result.preset}, data seed {result.data_seed}, seed {result.seed})"
 
 
+def not_exportable(result: Any) -> str | None:
+    """Why ``result`` is no model's score to export (one line), or None: a run whose failure record lies beside its
+    result file (it failed since that result was written, so the result is not its current one), or a result that is
+    not a score (:meth:`dsgen.evaluation.results.Result.training_failure`: a trained run that trained nothing or
+    diverged, a non-finite score). ``base`` and ``dsgen eval`` results, which train nothing, are scores."""
+    source = getattr(result, "source", None)
+    if source is not None and Path(source).with_suffix(".failed.json").exists():
+        return f"its run failed since ({Path(source).with_suffix('.failed.json').name} beside {Path(source).name})"
+    return result.training_failure()
+
+
 def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: bool = False) -> tuple[list[Path], list[str]]:
     """Write every result's tasks in MTEB's layout under ``out`` (atomically); returns (task files, notes).
+
+    A result that is no model's score (:func:`not_exportable`: a failed, stale or untrained run) is skipped, and a note
+    says so in one line; when every result is skipped, a one-line :class:`DsgenError` before anything is written.
 
     Args:
         overwrite: replace an existing folder dsgen did not write as MTEB results (never one holding
@@ -105,11 +119,22 @@ def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: boo
     """
     import json
 
+    written: list[Path] = []
+    notes: list[str] = []
+    kept = []
+    for result in results:
+        why = not_exportable(result)
+        if why is None:
+            kept.append(result)
+        else:
+            where = f" ({result.source})" if getattr(result, "source", None) is not None else ""
+            notes.append(f"skipped {run_label(result)}{where}: {why}")
+    if not kept:
+        raise DsgenError(f"nothing to export: every result was skipped ({'; '.join(notes)})")
+    results = kept
     mteb = import_mteb()
     from mteb import ResultCache, TaskResult
 
-    written: list[Path] = []
-    notes: list[str] = []
     origins: list[dict[str, Any]] = []
     filed: dict[tuple[str, str, str], tuple[Any, dict[str, float]]] = {}  # (model, revision, task) -> (result, scores)
     with staged_folder(Path(out), KIND, overwrite) as stage:
@@ -138,5 +163,6 @@ def export_mteb(results: list[Any], out: Path, command: str = "", overwrite: boo
             origins.append({"model": meta.name, "revision": meta.revision,
                             **provenance(run_key=result.extra.get("run_key"), command=command, dsgen_model=result.model)})
         # beside MTEB's tree, not in it (its loader reads every JSON of a revision folder as a task result)
-        (stage / PROVENANCE).write_text(json.dumps(origins, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (stage / PROVENANCE).write_text(json.dumps(origins, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                                        encoding="utf-8")
     return written, notes

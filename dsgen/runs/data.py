@@ -60,6 +60,10 @@ class DataStages:
         progress: show progress bars.
         makes: the artefact kinds made here when missing (``dataset``, ``fit``); another raises :class:`Missing`.
         threads: the thread count a fit trains with (None: torch's in this process); part of its key.
+
+    ``auto_device``: the device a stage's ``device = "auto"`` resolves to where the artefacts are made (None: as
+    :func:`dsgen.models.resolve_device` resolves it in this process; a scheduler whose tasks run elsewhere sets it),
+    which the keys of runs and fits hold instead of ``auto`` (:meth:`resolved`).
     """
 
     def __init__(self, store: RunStore, context: GenerationContext, data_dir: str | None = None, progress: bool = True,
@@ -68,6 +72,7 @@ class DataStages:
         self.data_dir, self.progress = data_dir, progress
         self.makes = tuple(makes)
         self.threads = threads
+        self.auto_device: str | None = None
         self._sources: dict[str, list[str]] = {}  # a reweighter's or fit's human source, read once
         self._reads: dict[str, Path] | None = None  # while recording: the datasets a plan reads (key -> path under out)
 
@@ -87,6 +92,21 @@ class DataStages:
         import torch
 
         return self.threads if self.threads is not None else torch.get_num_threads()
+
+    def resolved(self, settings: Any) -> Any:
+        """``settings`` (a stage's identity or a fit's settings) with every ``"device": "auto"`` replaced by the device
+        it resolves to (:attr:`auto_device`), so that a key names the device that computes: a GPU-trained and a
+        CPU-trained run are two results. An explicit device is left as it is."""
+        if isinstance(settings, dict):
+            out = {k: self.resolved(v) for k, v in settings.items()}
+            if out.get("device") == "auto":
+                from dsgen.models import resolve_device
+
+                out["device"] = self.auto_device or resolve_device("auto")
+            return out
+        if isinstance(settings, list):
+            return [self.resolved(v) for v in settings]
+        return settings
 
     def source(self, plan: RunPlan) -> list[str]:
         """Every distinct sentence of the source ``plan``'s inputs come from (RISE's human class); a named source is
@@ -222,7 +242,8 @@ class DataStages:
         models = {m: model_fingerprint(m) for m in fit.models}
         seed = plan.run[0]
         threads = self.training_threads()  # a fit trains (the SDI classifier, a guide): its bits depend on the count
-        key = data_fit_key(fit.kind, fit.version, {**fit.settings, "threads": threads}, reads, models, seed)
+        settings = self.resolved(fit.settings)  # "auto" as the device it resolves to
+        key = data_fit_key(fit.kind, fit.version, {**settings, "threads": threads}, reads, models, seed)
         return key, {"reads": reads, "settings": fit.settings, "models": models, "seed": seed, "threads": threads}
 
     def fit_data(self, fit: Any, plan: RunPlan, data: DataInputs) -> Any:

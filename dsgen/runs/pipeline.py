@@ -12,10 +12,11 @@ Every result records how long each stage took (``timings``): generation (and wha
 came from the cache), postprocessing, labelling, reweighting, training, evaluation.
 
 A run that trains nothing is a failed run, never a score: its training log must show enough optimizer steps taken
-with a non-zero learning rate and a weight update (:func:`dsgen.training.fit.training_failure`, the one rule for
-fresh and cached results); otherwise it raises :class:`~dsgen.runs.records.RunFailed` like a run whose filter kept
-nothing. An unexpected exception inside a run is recorded by the scheduler as a
-:class:`~dsgen.runs.records.RunCrashed` with its traceback (:meth:`Runner.crashed`).
+with a non-zero learning rate and a finite weight update and loss (:func:`dsgen.training.fit.training_failure`, the
+one rule for fresh and cached results), and its evaluation finite scores
+(:func:`dsgen.evaluation.results.score_failure`); otherwise it raises :class:`~dsgen.runs.records.RunFailed` like a
+run whose filter kept nothing. No result file holds a non-finite number. An unexpected exception inside a run is
+recorded by the scheduler as a :class:`~dsgen.runs.records.RunCrashed` with its traceback (:meth:`Runner.crashed`).
 
 A comparison is a graph of artefacts (datasets, data-level fits, run results), each made once by one task and
 executed by a scheduler (:mod:`dsgen.scheduling`). A driver's runner only plans and stores: :meth:`Runner.prepare`
@@ -31,9 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
-from dsgen.data.pairs import Pair, write_pairs
+from dsgen.data.pairs import Pair
 from dsgen.errors import DsgenError
-from dsgen.evaluation.results import Result
+from dsgen.evaluation.results import Result, nonfinite_failure, score_failure
 from dsgen.generation.base import GenerationContext
 from dsgen.planning import RunPlan
 from dsgen.runs.data import DataInputs, DataStages
@@ -66,13 +67,19 @@ class Runner:
             runs it: training's bits depend on the count (a tiny encoder trained on 1 and on 2 threads ends with
             other weights), generation's and evaluation's do not. None: torch's own count (this process's).
         evaluators: a cache of evaluators (their task pairs read once) to share with other runners of this process.
+        lock: hold the output folder's lock while the runner lives (:mod:`dsgen.runs.lock`: another process's command
+            on the same folder fails at once; runners of one process share it); a Ray worker's runner, in a scratch
+            folder of its own, holds none.
+
+    A runner is also a context manager that lets go of the lock on exit (:meth:`close`).
     """
 
     def __init__(self, out: str | Path = "runs", data_dir: str | None = None, progress: bool = True,
                  fresh: bool = False, backend: Any = None, save_models: bool = False,
                  makes: tuple[str, ...] = ("dataset", "fit"), shown_out: str | Path | None = None,
-                 threads: int | None = None, evaluators: dict[tuple[Any, ...], Any] | None = None) -> None:
-        self.store = RunStore(out, fresh=fresh, save_models=save_models, shown_out=shown_out)
+                 threads: int | None = None, evaluators: dict[tuple[Any, ...], Any] | None = None,
+                 lock: bool = True) -> None:
+        self.store = RunStore(out, fresh=fresh, save_models=save_models, shown_out=shown_out, lock=lock)
         self.data_dir = data_dir
         self.progress = progress
         self.backend = backend
@@ -80,6 +87,16 @@ class Runner:
         self.data = DataStages(self.store, self.context, data_dir, progress, makes, threads)
         self._evaluators = evaluators if evaluators is not None else {}  # task pairs read once per runner
         self.judge = None  # dsgen.evaluation.quality.LabelJudge, loaded on first use
+
+    def close(self) -> None:
+        """Let go of the output folder's lock (also when the runner is collected, or the process ends)."""
+        self.store.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # -- what the scheduler reads and sets -------------------------------------------------------
     @property
@@ -151,7 +168,8 @@ class Runner:
         """The key of ``plan``'s result (:func:`dsgen.identity.run_key`), from the keys of what it
         consumes: its datasets' keys (from the inputs' contents), every stage's name, version and
         config, the seeds, the models' fingerprints, the texts a reweighter reads besides its pairs,
-        and the evaluation data's key."""
+        and the evaluation data's key. A stage's ``device = "auto"`` enters as the device it resolves to
+        (:meth:`~dsgen.runs.data.DataStages.resolved`)."""
         from dsgen.data.sts import using_data_dir
         from dsgen.identity import run_key, stage_identity, texts_key
         from dsgen.training.fit import selection_data_key, selection_data_of
@@ -163,9 +181,9 @@ class Runner:
             stages: dict[str, Any] = {"postprocess": plan.postprocess.to_dict() if plan.postprocess else None}
             if plan.trainer is not None:  # training's bits depend on the thread count (see ``threads``)
                 stages["threads"] = self.data.training_threads()
-            for stage, _ in STAGES:
+            for stage, _ in STAGES:  # "auto" as the device it resolves to: a GPU's run is not a CPU's
                 component = getattr(plan, stage)
-                stages[stage] = stage_identity(component) if component is not None else None
+                stages[stage] = self.data.resolved(stage_identity(component)) if component is not None else None
             sources = {}
             if plan.reweighter is not None and plan.reweighter.reads_source():
                 sources["reweighter"] = texts_key(self.data.source(plan))
@@ -299,6 +317,9 @@ class Runner:
         result.method, result.preset, result.seed, result.data_seed = plan.method.name, plan.preset.name, plan.seed, plan.run[0]
         result.timings = {**timings, **result.timings}
         result.extra = extra
+        failure = score_failure(result.tasks) or nonfinite_failure(result)
+        if failure is not None:  # never a score, never a bare NaN in a result file
+            raise self.store.fail(plan, failure, extra)
         self._write(plan, result, model, data.train, data.validation)
         self.store.made(key)  # a fresh runner recomputes a run once, then reuses it like any other
         return result
@@ -331,18 +352,16 @@ class Runner:
         return {"labeller": label, "reweighter": reweight, "trainer": train}
 
     def _write(self, plan: RunPlan, result: Result, model: Any, train: list[Pair], validation: list[Pair]) -> None:
-        """Write a run's files: its training and validation pairs (with weights), its kept model, its result last."""
-        path = self.result_path(plan)
-        if train:
-            write_pairs(path.with_suffix(".train.jsonl"), train)  # with weights, for analysis and exports
-        if validation:
-            write_pairs(path.with_suffix(".validation.jsonl"), validation)
+        """Write a run's files as one set (:meth:`RunStore.write_result`): its training and validation pairs (with
+        weights, for analysis and exports), its kept model, its result last; what it does not write is removed."""
+        keep = None
         if self.save_models and plan.trainer is not None:
             from dsgen.training.model_folder import save_model_folder
 
-            save_model_folder(model, path.with_suffix(".model"), result, plan.encoder,
-                              f"dsgen {plan.method.name} dataset {result.extra.get('dataset_key', '')}".strip())
-        result.save(path)
+            def keep(folder: Path) -> None:
+                save_model_folder(model, folder, result, plan.encoder,
+                                  f"dsgen {plan.method.name} dataset {result.extra.get('dataset_key', '')}".strip())
+        self.store.write_result(plan, result, train, validation, keep)
 
     def label_agreement(self, pairs: list[Pair]) -> dict[str, Any]:
         """How well the training labels agree with an independent judge (:mod:`dsgen.evaluation.quality`)."""

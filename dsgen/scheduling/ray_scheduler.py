@@ -81,6 +81,7 @@ class WorkerSettings:
     threads: int
     data_dir: str | None
     save_models: bool
+    auto_device: str | None = None  # what a stage's device "auto" is on this task's resources (part of run keys)
 
 
 def commit_last(relative: str) -> bool:
@@ -215,7 +216,8 @@ def execute_on_worker(task: Task, settings: WorkerSettings, *shipped: dict[str, 
         before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in scratch.rglob("*") if p.is_file()}
         runner = Runner(scratch, settings.data_dir, progress=False, save_models=settings.save_models,
                         makes=(task.kind,) if task.kind != "run" else (), shown_out=settings.out,
-                        threads=settings.threads, evaluators=_EVALUATORS)
+                        threads=settings.threads, evaluators=_EVALUATORS, lock=False)  # its own scratch folder
+        runner.data.auto_device = settings.auto_device
         output = scratch / ".task-output.log"
         reset = reset_peak_rss()
         with captured(output):
@@ -250,8 +252,9 @@ def _node_id() -> str:
 
 def node_fingerprints(evaluations: list[tuple[tuple[str, ...], str]], models: list[str],
                       data_dir: str | None) -> dict[str, Any]:
-    """What a node reads: the fingerprint of each evaluation (tasks, text convention) and of each model, as this
-    node's data folder and model cache give them (an error's line where one cannot be read)."""
+    """What a node runs and reads: its package versions and dsgen's code (:func:`dsgen.artifacts.code_versions`), the
+    fingerprint of each evaluation (tasks, text convention) and of each model, as this node's data folder and model
+    cache give them (an error's line where one cannot be read)."""
     import socket
 
     from dsgen.evaluation.evaluator import StsEvaluator
@@ -263,10 +266,26 @@ def node_fingerprints(evaluations: list[tuple[tuple[str, ...], str]], models: li
         except DsgenError as exc:
             return {"error": str(exc).splitlines()[0]}
 
-    return {"evaluation": {f"{','.join(t)}|{p}": safely(lambda t=t, p=p: StsEvaluator(list(t), data_dir, preprocess=p)
+    from dsgen.artifacts import code_versions
+
+    return {"versions": code_versions(),
+            "evaluation": {f"{','.join(t)}|{p}": safely(lambda t=t, p=p: StsEvaluator(list(t), data_dir, preprocess=p)
                                                           .fingerprint()) for t, p in evaluations},
             "models": {m: safely(lambda m=m: model_fingerprint(m)) for m in models},
             "data_dir": data_dir or os.environ.get("DSGEN_DATA_DIR"), "host": socket.gethostname()}
+
+
+def version_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+    """The first way a node's :func:`dsgen.artifacts.code_versions` differ from the driver's, in words; None when they
+    are the same."""
+    for name, version in ours.items():
+        got = theirs.get(name)
+        if got == version:
+            continue
+        if name == "dsgen_code":
+            return f"dsgen code differs from the driver's (source hash {got}, the driver's {version})"
+        return f"{name} {got or 'not installed'} differs from the driver's {version}"
+    return None
 
 
 # -- the driver side ----------------------------------------------------------------------------------------------
@@ -322,9 +341,11 @@ class RayScheduler(Scheduler):
         return self._nodes
 
     def _check_nodes(self, plans: list[Any]) -> None:
-        """Refuse, in one line, a node whose evaluation data or models differ from the driver's."""
+        """Refuse, in one line, a node whose package versions, dsgen code, evaluation data or models differ from the
+        driver's."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from dsgen.artifacts import code_versions
         from dsgen.models import model_fingerprint
 
         evaluations = sorted({(tuple(p.evaluation["tasks"]), p.evaluation["preprocess"]) for p in plans})
@@ -343,6 +364,11 @@ class RayScheduler(Scheduler):
             raise DsgenError("a Ray node did not say which evaluation data and models it reads within 600 s") from None
         for ref, theirs in answers.items():
             node = refs[ref]
+            refused = version_difference(code_versions(), theirs.get("versions") or {})
+            if refused:
+                raise DsgenError(f"Ray node {node['address']} ({theirs['host']}) refused: its {refused}; install the "
+                                 "driver's dsgen (the same checkout or wheel) and libraries on every node, or leave it "
+                                 "out of the cluster")
             for what in ("evaluation", "models"):
                 for name, fingerprint in ours[what].items():
                     if theirs[what].get(name) != fingerprint:
@@ -359,10 +385,13 @@ class RayScheduler(Scheduler):
         self.runner = runner
         if runner.threads is None:  # a task computes on the CPUs it reserves, and the run keys name that count
             runner.threads = self.cpus
+        # a stage's device "auto" is what a task gets: one GPU with --device cuda, else CPUs only (Ray hides the GPUs
+        # of a task that asks for none), whatever the driver's own machine has; the run keys name it
+        runner.data.auto_device = "cuda" if self.cuda else "cpu"
         self._connect(runner.data_dir)
         self.settings = WorkerSettings(out=str(Path(runner.out).absolute()), threads=runner.threads or self.cpus,
                                        data_dir=runner.data_dir if self._started_here else None,  # else the node's
-                                       save_models=runner.save_models)
+                                       save_models=runner.save_models, auto_device=runner.data.auto_device)
         if self.cuda and not any(n.get("GPU") for n in self.nodes(fresh=True)):
             raise DsgenError("--device cuda was asked for but the Ray cluster has no GPU; use --device cpu")
         if not self.capacity():
@@ -422,7 +451,10 @@ class RayScheduler(Scheduler):
                 outcome = ray.get(ref)
             except ray.exceptions.RayError as exc:  # lost more often than it may start again
                 outcome = self._lost(task, exc)
-            write_tree(Path(self.runner.out), outcome.files)
+            if isinstance(task, RunTask):  # a run's files replace its files here as one set, its model folder whole
+                self.runner.store.write_run_files(task.plan, outcome.files)
+            else:
+                write_tree(Path(self.runner.out), outcome.files)
             outcome.files = {}
             if isinstance(task, DatasetTask) and outcome.status == DONE:  # the chunks a local run left are assembled
                 shutil.rmtree(Path(self.runner.out) / task.partial(), ignore_errors=True)

@@ -344,13 +344,25 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
     floor is justified) and a weight update (relative L2 norm of the change of the trained parameters, from the
     start to the returned weights, after model selection or averaging) of at least :data:`UNCHANGED`. A log
     without these fields (a result made before dsgen recorded them, or a trainer that does not) did not show
-    that it trained, and fails too.
+    that it trained, and fails too. A run that diverged, its weight update, a loss (``nonfinite_loss_steps``, the
+    optimizer steps whose loss was not finite, recorded only when there are any) or its best validation score not a
+    finite number, fails: its weights are no model.
     """
     log = log or {}
     if any(log.get(k) is None for k in TRAINING_RECORD):
         return ("its training log records no optimizer steps or weight update (made before dsgen recorded them): "
                 "nothing shows that it trained; run it again")
     steps, trained, update, floor = (log[k] for k in TRAINING_RECORD)
+    lower = f"lower the learning rate (it was {log['learning_rate']:g})" if isinstance(
+        log.get("learning_rate"), (int, float)) else "lower the learning rate"
+    if not _finite(update):
+        return f"diverged: the weight update is {update}, not a finite number (the weights blew up); {lower}"
+    if log.get("nonfinite_loss_steps"):
+        return (f"diverged: the loss was not finite at {log['nonfinite_loss_steps']} of {steps} optimizer steps; "
+                f"{lower}")
+    best = log.get("best_validation_spearman")
+    if best is not None and not _finite(best):
+        return f"diverged: its best validation Spearman is {best}, not a finite number; {lower}"
     n, unit = log.get("train_examples", "?"), log.get("train_unit", "examples")
     made = (f"{n} {unit.removesuffix('s') + ' makes' if n == 1 else unit + ' make'} "
             f"{'one optimizer step' if steps == 1 else f'{steps} optimizer steps'}")
@@ -369,6 +381,26 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
         return (f"trained too little: {made}, {trained} with a non-zero learning rate, fewer than the {floor} a run "
                 "needs (trainer setting min_trained_steps); use more inputs")
     return None
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite number (a NaN read back from an old result file, or a string naming one, is
+    not)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def loss_watch(loss: Any) -> tuple[list[int], Any]:
+    """Count the calls of the loss module ``loss`` whose value is not finite (a forward hook: the loss, the model card
+    and the training are unchanged); returns (the count, in a list, and the hook's handle to remove)."""
+    import torch
+
+    count = [0]
+
+    def watch(module: Any, inputs: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and not bool(torch.isfinite(output.detach()).all()):
+            count[0] += 1
+
+    return count, loss.register_forward_hook(watch)
 
 
 def selection_text(log: dict[str, Any]) -> str:
@@ -490,7 +522,11 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
                                           evaluator=evaluator if select else None, callbacks=callbacks,
                                           optimizer_cls_and_kwargs=optimizer)
 
-    train_with_progress(build, "train", int(steps), progress)
+    nonfinite, watching = loss_watch(loss)
+    try:
+        train_with_progress(build, "train", int(steps), progress)
+    finally:
+        watching.remove()
     best = max(history, key=lambda h: h[1]) if history else None
     if best is not None:
         # check that the weights returned are the ones that scored the best evaluation
@@ -510,6 +546,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             "selection_metric": cfg.selection_metric if select else None,
             "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
             "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,
+            **({"nonfinite_loss_steps": nonfinite[0]} if nonfinite[0] else {}),  # a diverged run (training_failure)
             "train_seconds": round(time.perf_counter() - started, 2)}
 
 

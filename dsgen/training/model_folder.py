@@ -58,6 +58,21 @@ def folder_template(folder: Path) -> str | None:
     return template
 
 
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # what sentence-transformers (and transformers) save weights as
+
+
+def holds_weights(folder: Path) -> bool:
+    """Whether ``folder`` is a whole kept model: a sentence-transformers folder (``modules.json``) whose modules hold
+    their weights (``model.safetensors`` or ``pytorch_model.bin``, at the top for the transformer module or in a
+    module's folder, sharded ones by their index). A folder without them (a crash's leftovers, one emptied) is not a
+    kept model."""
+    folder = Path(folder)
+    if not (folder / "modules.json").is_file():
+        return False
+    names = (*WEIGHTS, "model.safetensors.index.json", "pytorch_model.bin.index.json")
+    return any(path.name in names and path.is_file() for path in folder.rglob("*"))
+
+
 def portable(model: Any) -> Any:
     """A copy of ``model`` made of sentence-transformers modules only (see the module docstring)."""
     import copy
@@ -119,7 +134,8 @@ def save_model_folder(model: Any, folder: Path, result: Any, base_model: str, da
                         data_seed=result.data_seed, seed=result.seed, text_template=template)
     with staged_folder(folder, KIND, overwrite) as stage:
         out.save(str(stage))
-        (stage / PROVENANCE).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (stage / RESULT).write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n",
+        (stage / PROVENANCE).write_text(json.dumps(origin, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                                        encoding="utf-8")
+        (stage / RESULT).write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n",
                                                  encoding="utf-8")
     return Path(folder)

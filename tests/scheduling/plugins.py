@@ -24,7 +24,29 @@ class CrashOnSeed2(RegressionTrainer):
         return super().train(train, validation, seed, progress)
 
 
+FAKE_VERSIONS = "DSGEN_TEST_FAKE_VERSIONS"
+"""A node started with this variable (a JSON object) reports those package versions (:func:`code_versions`): a node
+whose installation differs from the driver's, simulated."""
+
+
+def fake_versions() -> None:
+    import json
+
+    import dsgen.artifacts
+
+    fake = os.environ.get(FAKE_VERSIONS)
+    real = getattr(dsgen.artifacts, "code_versions", None)  # None: a dsgen that reports no versions
+    if fake and real is not None and not getattr(real, "faked", False):
+
+        def faked() -> dict:
+            return {**real(), **json.loads(fake)}
+
+        faked.faked = True
+        dsgen.artifacts.code_versions = faked
+
+
 def register() -> None:
+    fake_versions()
     register_mock_components()
     if "crash-on-seed-2" not in TRAINERS:
         TRAINERS.add("crash-on-seed-2", CrashOnSeed2)

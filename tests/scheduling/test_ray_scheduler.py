@@ -267,6 +267,31 @@ def test_a_node_with_other_evaluation_data_is_refused_in_one_line(cluster, unit,
         c.remove_node(node)
 
 
+def test_a_node_with_other_package_versions_or_code_is_refused_in_one_line(cluster, unit, tmp_path):
+    """Issue 39: nodes were checked for data and models only. A node whose torch, transformers, sentence-transformers
+    or dsgen code differs from the driver's (simulated: the node's workers report other versions, ``plugins.py``) is
+    refused in one line before any task."""
+    from dsgen.errors import DsgenError
+    from dsgen.orchestration import run_many
+    from dsgen.runs.pipeline import Runner
+    from dsgen.scheduling.ray_scheduler import RayScheduler
+    from tests.scheduling.plugins import FAKE_VERSIONS
+
+    c, _, _ = cluster
+    preset, data = unit
+    for fake, what in (({"torch": "0.0.1"}, "torch 0.0.1"), ({"dsgen_code": "0123456789abcdef"}, "dsgen code")):
+        node = c.add_node(num_cpus=1, env_vars={FAKE_VERSIONS: json.dumps(fake)})
+        c.wait_for_nodes()
+        try:
+            with pytest.raises(DsgenError, match="refused: its") as err:
+                run_many(["base"], preset, preset.runs(), Runner(tmp_path / "out", data, progress=False),
+                         scheduler=RayScheduler(cpus_per_worker=1))
+            assert "\n" not in str(err.value) and what in str(err.value), str(err.value)
+            assert not (tmp_path / "out" / "results").exists()  # refused before any task
+        finally:
+            c.remove_node(node)
+
+
 def test_the_command_line_runs_a_comparison_on_a_cluster(cluster, unit, tmp_path, tiny_encoder_dir):
     """``dsgen compare --backend ray --address`` with a built-in method: the table, and the scores a local command
     writes."""
