@@ -95,7 +95,7 @@ def test_a_cached_result_with_a_nan_is_never_reused_and_never_a_score(setup, tmp
     """A result written before this rule (a bare NaN in its training record or in a task's Spearman) is not read back
     as a score: the run is made again, and a table marks it failed."""
     from dsgen.evaluation.results import Result
-    from dsgen.evaluation.tables import comparison_frame
+    from dsgen.reports.tables import comparison_frame
 
     preset, data = setup
     mine = replace(preset, inputs=str(inputs_file(tmp_path / "in", 40)))
