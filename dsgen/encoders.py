@@ -204,12 +204,19 @@ def dsgen_modules_only(folder: Any) -> bool:
         return False
     try:
         types = [m.get("type", "") for m in json.loads(modules.read_text(encoding="utf-8"))]
-        config = folder / "config.json"
-        if config.is_file() and "auto_map" in json.loads(config.read_text(encoding="utf-8")):
-            return False  # the model's own code, possibly from the Hub
+        for config in folder.rglob("*config*.json"):  # config.json, tokenizer_config.json, a module's own, ...
+            if _names_code(json.loads(config.read_text(encoding="utf-8"))):
+                return False  # the model's own code, possibly from the Hub
     except (OSError, ValueError, AttributeError, TypeError):
         return False
     return all(t.startswith(("sentence_transformers.", "dsgen.")) for t in types)
+
+
+def _names_code(config: Any) -> bool:
+    """Whether a config names code to import: an ``auto_map`` at any depth (a nested text or vision config too)."""
+    if isinstance(config, dict):
+        return "auto_map" in config or any(_names_code(v) for v in config.values())
+    return isinstance(config, list) and any(_names_code(v) for v in config)
 
 
 def load_saved(folder: Any, device: str, **kwargs: Any) -> Any:
@@ -240,7 +247,12 @@ def load_encoder(name: str = "minilm-l6", device: str = "auto", seed: int | None
             return build_t5_encoder(name, device)
         path = encoder_path(name)
         revision, local_only = (None, True) if Path(path).is_dir() else hub_revision(path, "encoder")
+        from safetensors import SafetensorError
+
         try:
             return load_saved(path, device, local_files_only=local_only, revision=revision)
         except (OSError, ValueError) as exc:
             raise DsgenError(f"cannot load encoder '{name}': {str(exc).splitlines()[0]}") from None
+        except (SafetensorError, RuntimeError, EOFError) as exc:  # a truncated or damaged weights file
+            raise DsgenError(f"cannot load encoder '{name}': its weights are damaged or unreadable "
+                             f"({(str(exc).splitlines() or [type(exc).__name__])[0]}); save or download the folder again") from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from fnmatch import fnmatch
@@ -30,6 +31,18 @@ RESULT = "dsgen_result.json"  # a model folder's run result
 KINDS = {"dataset-folder": "a dataset folder", "model-folder": "a model folder", "mteb-results": "an MTEB results folder"}
 RUN_RESULT = "data-*-seed-*.json"  # a run's result file (runner.result_path), its sidecar and its failure record
 RUN_CACHES = ("datasets", "labels")  # <runs>/cache/<name>: generated datasets, judges' labels
+_PLAIN_NAME = re.compile(r"\w[\w .+=@-]{0,119}")  # a name that stays one folder under its parent
+
+
+def check_path_name(what: str, name: Any, fix: str) -> str:
+    """``name`` when it can name one folder under its parent (a preset, method or other registered name, which
+    become ``results/<preset>/<method>/``): letters, digits, spaces and ``. _ - + = @``, not starting with a dot
+    or a space, at most 120 characters; else a one-line error ending with ``fix`` (``../x`` or an absolute path
+    would write outside ``--out``)."""
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or name != name.strip():
+        raise DsgenError(f"{what} {name!r} cannot name a folder (it would be written outside --out or nowhere): use "
+                         f"letters, digits and . _ - + = @, starting with a letter or digit; {fix}")
+    return name
 
 
 def provenance(**extra: Any) -> dict[str, Any]:
@@ -43,8 +56,10 @@ def provenance(**extra: Any) -> dict[str, Any]:
         dsgen_version = "unknown"
     from dsgen.artifacts import git_commit, git_state
 
-    return {"dsgen_version": dsgen_version, "git_commit": git_commit(), "git_dirty": git_state()["dirty"],
-            **{k: v for k, v in extra.items() if v is not None}}
+    from dsgen.redaction import redact_command
+
+    extra = {k: redact_command(v) if k == "command" else v for k, v in extra.items() if v is not None}
+    return {"dsgen_version": dsgen_version, "git_commit": git_commit(), "git_dirty": git_state()["dirty"], **extra}
 
 
 def _run_files(folder: Path, caches: bool = False) -> Iterator[Path]:

@@ -521,3 +521,23 @@ def encoder_path(name: str) -> str:
 
         return str(get_model_path())
     return name
+
+
+def check_weights(name: str) -> None:
+    """A local model folder's ``*.safetensors`` files readable (their headers only, milliseconds), so that a damaged
+    or truncated weights file is a one-line error before any long work, not a traceback after a dataset is made;
+    a name that is not a local folder (an alias, a Hub id, a spec) is left to its loader."""
+    from pathlib import Path
+
+    folder = Path(encoder_path(name)) if name == "minilm-l6" else Path(name)
+    if not folder.is_dir():
+        return
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(folder.rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                f.keys()
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise DsgenError(f"model folder {name}: {path.name} is damaged or unreadable ({str(exc).splitlines()[0]});"
+                             " save or download the folder again") from None

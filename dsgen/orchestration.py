@@ -87,9 +87,14 @@ def prepare(methods: Sequence[str], preset: str, seeds: Seeds = None, out: str |
         raise DsgenError(f"method '{repeated[0]}' is given twice; name each method once")
     p = load_preset(preset)
     runs = p.runs(seed_list(seeds), seed_list(data_seeds, "--data-seeds"))
+    from dsgen.models import check_weights
+
+    models = []
     for m in methods:
         for d, s in runs:
-            plan_run(m, p, s, overrides, d)  # a bad setting fails here, before anything runs
+            models += plan_run(m, p, s, overrides, d).models()  # a bad setting fails here, before anything runs
+    for name in dict.fromkeys(models):
+        check_weights(name)  # so does a damaged weights file
     out = Path(out)
     check_writable_target(out)
     return Planned(p, runs, Runner(out, data_dir, progress=progress, fresh=fresh, backend=backend,

@@ -158,7 +158,10 @@ def _text(name: str) -> tuple[str, str, str]:
     """A preset's TOML text, label (its file's stem or its built-in name) and identity (resolved path or built-in)."""
     path = Path(name)
     if name.endswith(".toml") and path.is_file():
-        return path.read_text(encoding="utf-8"), path.stem, str(path.resolve())
+        try:
+            return path.read_text(encoding="utf-8"), path.stem, str(path.resolve())
+        except UnicodeDecodeError as exc:
+            raise DsgenError(f"preset {name}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     known = builtin_presets()
     if name not in known:
         from dsgen.suggest import unknown
@@ -174,12 +177,18 @@ def load_preset(name: str) -> Preset:
     if "train_seeds" in data:
         data["seeds"] = data.pop("train_seeds")
     preset = Preset.from_dict(data)
-    if not preset.seeds or not all(isinstance(s, int) for s in preset.seeds):
-        raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of integers")
+    from dsgen.folders import check_path_name
+
+    check_path_name(f"preset {name}: its name", preset.name, "set name = \"...\" in the preset to a plain name")
+    if not preset.seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in preset.seeds):
+        raise DsgenError(f"preset {name}: 'seeds' must be a non-empty list of non-negative integers (got {preset.seeds!r})")
     if preset.max_inputs is not None and preset.max_inputs < 1:
         raise DsgenError(f"preset {name}: max_inputs must be at least 1, or left out for every input (got {preset.max_inputs})")
-    if preset.data_seeds is not None and (not preset.data_seeds or len(set(preset.data_seeds)) != len(preset.data_seeds)):
-        raise DsgenError(f"preset {name}: 'data_seeds' must be a non-empty list of distinct integers")
+    if preset.data_seed is not None and not (isinstance(preset.data_seed, int) and preset.data_seed >= 0):
+        raise DsgenError(f"preset {name}: 'data_seed' must be a non-negative integer (got {preset.data_seed!r})")
+    if preset.data_seeds is not None and (not preset.data_seeds or len(set(preset.data_seeds)) != len(preset.data_seeds)
+                                          or not all(isinstance(s, int) and s >= 0 for s in preset.data_seeds)):
+        raise DsgenError(f"preset {name}: 'data_seeds' must be a non-empty list of distinct non-negative integers")
     from dsgen.evaluation.preprocess import check_preprocess
     from dsgen.evaluation.tasks import DEFAULT_TASKS, TASKS
 

@@ -48,6 +48,9 @@ class Registry(Generic[T]):
 
     def add(self, name: str, obj: Any) -> Any:
         """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``."""
+        from dsgen.folders import check_path_name
+
+        check_path_name(f"{self.kind} name", name, "register it under a plain name such as 'my-method'")
         if name in self._entries:
             raise DsgenError(f"{self.kind} '{name}' is registered twice; give one of them another name")
         if not isinstance(obj, str):

@@ -334,7 +334,10 @@ def load_task_spec(name_or_path: str, with_inputs: bool | None = None) -> TaskSp
         path = Path(name_or_path)
         if not path.is_file():
             raise DsgenError(f"task spec '{name_or_path}' is neither a built-in ({', '.join(BUILTIN_SPECS)}) nor a file")
-        text, source = path.read_text(encoding="utf-8"), str(path)
+        try:
+            text, source = path.read_text(encoding="utf-8"), str(path)
+        except UnicodeDecodeError as exc:
+            raise DsgenError(f"task spec {name_or_path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dsgen.claims import Verdict
+from dsgen.redaction import command_block
 
 MARKS = {"reproduced": "✅ reproduced", "contradicted": "❌ contradicted", "no effect": "⭕ no effect at this scale",
          "inconclusive": "➖ inconclusive"}
@@ -96,8 +97,7 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
     k = papers[0].family_size if papers else 0
     counts = {key: sum(v.verdict == key for v in papers) for key in MARKS}
     lines = [f"# The papers' claims, tested (preset `{header['preset']}`)", ""]
-    if command:
-        lines += ["Command:", "", "```bash", command, "```", ""]
+    lines += command_block(command)
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])}. Scores are "
               f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
               "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "

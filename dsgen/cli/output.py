@@ -17,8 +17,10 @@ def console() -> Any:
 
 
 def command_line() -> str:
-    """This command as typed, recorded by the tables it writes (their *Command* line)."""
-    return " ".join(["dsgen", *sys.argv[1:]])
+    """This command as typed, recorded by the tables it writes (their *Command* line), credentials masked."""
+    from dsgen.redaction import redact_command
+
+    return redact_command(" ".join(["dsgen", *sys.argv[1:]]))
 
 
 def per_run_line(out: Any) -> Any:

@@ -19,6 +19,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from dsgen.redaction import command_block
+
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -140,8 +142,7 @@ def write_rise_analysis(result: Any, train_file: Any, preset: Any, seed: int, fo
     weight_histogram([x.extra["p_d"] for x in scored], paths["png"], title=f"{method}, preset {preset.name}, seed {seed}")
     info = result.extra.get("reweighting", {})
     text = "\n".join([
-        f"# RISE Table 1 analysis: `{method}`, preset `{preset.name}`, seed {seed}", "", "Command:", "", "```bash",
-        command, "```", "",
+        f"# RISE Table 1 analysis: `{method}`, preset `{preset.name}`, seed {seed}", "", *command_block(command),
         f"SDI classifier: validation accuracy {info.get('sdi_validation_accuracy', 'n/a')}% on "
         f"{info.get('sdi_validation_examples', '?')} held-out sentences (balanced; RISE reports 77.87% on STSb with BERT). "
         f"{len(machine)} distinct machine sentences, {len(human)} human sentences; p_D quantiles "

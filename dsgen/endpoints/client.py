@@ -41,7 +41,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from dsgen.artifacts import stable_hash
 from dsgen.endpoints.cache import RequestCache
-from dsgen.endpoints.urls import DEFAULT_BASE_URL, check_base_url, join_url, redact_url, resolve_base_url, url_secrets
+from dsgen.endpoints.urls import DEFAULT_BASE_URL, check_base_url, join_url, resolve_base_url
+from dsgen.redaction import redact_url, url_secrets
 from dsgen.errors import DsgenError
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from typing import Any
 
 from dsgen.evaluation.results import Result
 from dsgen.runs.records import run_text
+from dsgen.redaction import command_block
 
 TASK_LABELS = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STSb", "sickr": "SICK-R", "sickr-test": "SICK-R (test)"}
@@ -166,8 +167,7 @@ def comparison_markdown(cmp: Any, command: str = "") -> str:
     import pandas as pd
 
     lines = [f"# Comparison: {', '.join(cmp.methods)} (preset `{cmp.preset}`)", ""]
-    if command:
-        lines += ["Command:", "", "```bash", command, "```", ""]
+    lines += command_block(command)
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in cmp.encoders())}. Spearman x 100 of cosine similarity; mean ± "
               f"sample std over {runs_text(cmp.runs)}. Δ: difference to `{cmp.methods[0]}` with a 95% interval over "
               f"the runs, paired by (data seed, training seed): a t-interval over the data seeds' mean differences "
@@ -320,8 +320,7 @@ def curve_frame(points: list[Any]) -> Any:
 
 def curve_markdown(points: list[Any], header: dict[str, Any], command: str = "") -> str:
     lines = [f"# Learning curve (preset `{header['preset']}`)", ""]
-    if command:
-        lines += ["Command:", "", "```bash", command, "```", ""]
+    lines += command_block(command)
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])} at every size. "
               f"Average Spearman x 100 over {header['tasks_text']}, mean over the runs with its 95% interval "
               "(a t-interval over the data seeds' means; over training seeds when there is one dataset). The "

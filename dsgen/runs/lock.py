@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dsgen.errors import DsgenError
+from dsgen.redaction import redact_command
 
 LOCK_FILE = ".dsgen.lock"
 
@@ -72,7 +73,7 @@ def acquire(out: str | Path) -> str:
             os.close(fd)
             _HELD[name] = {"fd": None, "count": 1, "pid": os.getpid()}
             return name
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv) or sys.executable,
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "command": redact_command(" ".join(sys.argv) or sys.executable),
                   "since": time.strftime("%Y-%m-%d %H:%M:%S %z")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
