@@ -54,6 +54,27 @@ def check_writable_target(path: Path) -> Path:
     return path
 
 
+def check_replaceable_file(path: Path, overwrite: bool, inputs: tuple[str | Path | None, ...] = ()) -> Path:
+    """Fail early, with one line, when writing the file ``path`` would replace a file dsgen did not write: one without
+    dsgen's sidecar beside it (``<file>.meta.json`` naming it), or one of this command's own ``inputs``, unless
+    ``overwrite`` (the user's ``--overwrite``) names it on purpose."""
+    path = Path(path)
+    if path.is_dir():
+        raise DsgenError(f"cannot write {path}: it is a folder; give a file path")
+    if overwrite or not path.exists():
+        return path
+    if any(i is not None and Path(i).exists() and Path(i).resolve() == path.resolve() for i in inputs):
+        raise DsgenError(f"{path} is this command's own input; give another --out (or --overwrite to replace it)")
+    try:
+        ours = json.loads(sidecar_path(path).read_text(encoding="utf-8")).get("artifact") == path.name
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise DsgenError(f"{path} exists and dsgen did not write it (no {sidecar_path(path).name} beside it); give "
+                         "another --out, or --overwrite to replace it")
+    return path
+
+
 def current_umask() -> int:
     """This process's umask, read without changing it (Linux: ``/proc/self/status``; elsewhere set and put back)."""
     try:

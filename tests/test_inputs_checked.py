@@ -105,3 +105,44 @@ def test_remote_code_named_anywhere_in_a_folder_is_not_trusted(tmp_path, tiny_en
         (folder / "1_Module").mkdir()
         (folder / "1_Module" / "config.json").write_text(json.dumps(code))
     assert not dsgen_modules_only(folder)
+
+
+def test_generate_never_writes_over_its_inputs_or_a_file_it_did_not_write(tmp_path):
+    """(seen) `dsgen generate --inputs in.txt --out in.txt` replaced the user's inputs with pairs, exit 0. Now the
+    inputs file, or any file without dsgen's sidecar, is refused in one line before anything loads (exit 2, the file
+    unchanged) unless --overwrite names it; dsgen's own earlier output is replaced as before."""
+    from dsgen.api import generate
+    from dsgen.artifacts import check_replaceable_file, write_sidecar
+    from tests.test_cli import dsgen
+
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("A man is playing a guitar.\nA dog runs.\n")
+    run = dsgen("generate", "--inputs", str(inputs), "--out", str(inputs), "--decay", "0")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "own input" in run.stderr, run.stderr
+    assert inputs.read_text() == "A man is playing a guitar.\nA dog runs.\n"
+    theirs = tmp_path / "notes.jsonl"
+    theirs.write_text("mine\n")
+    with pytest.raises(DsgenError, match="dsgen did not write it"):
+        generate(inputs=str(inputs), out=theirs, decay=0)
+    assert theirs.read_text() == "mine\n"
+    assert check_replaceable_file(theirs, overwrite=True) == theirs
+    write_sidecar(theirs, kind="generated-pairs")
+    assert check_replaceable_file(theirs, overwrite=False) == theirs  # dsgen's own: replaced as before
+
+
+def test_a_kill_between_sidecar_and_pairs_never_leaves_old_pairs_under_a_new_sidecar(tmp_path, monkeypatch):
+    from dsgen.data import pairs as module
+    from dsgen.data.pairs import Pair, read_pairs, write_dataset
+
+    out = tmp_path / "p.jsonl"
+    write_dataset(out, [Pair("a", "b", 1.0)], kind="generated-pairs", dataset_key="old")
+    assert [p.text_a for p in read_pairs(out)] == ["a"]
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "write_pairs", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_dataset(out, [Pair("c", "d", 0.0)], kind="generated-pairs", dataset_key="new")
+    assert not out.exists()  # the new sidecar stands alone: an incomplete dataset, made again on the next run
+    assert json.loads((tmp_path / "p.jsonl.meta.json").read_text())["dataset_key"] == "new"

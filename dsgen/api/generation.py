@@ -34,19 +34,20 @@ def generate(*, out: str | Path = "pairs.jsonl", task: str | None = None, inputs
              chunk_inputs: int | None = None, device: str | None = None, dtype: str | None = None,
              backend: str = "local", address: str | None = None, workers: int | None = None,
              cpus_per_worker: int | None = None, data_dir: str | None = None, data_seed: int | None = None,
-             fresh: bool = False, progress: bool = True) -> Generated:
+             fresh: bool = False, overwrite: bool = False, progress: bool = True) -> Generated:
     """Generate a labelled pair dataset into ``out``, resuming finished chunks unless ``fresh``.
 
     Every setting left None is :class:`~dsgen.generation.debiased.GenerationConfig`'s default (``dsgen generate
     --help`` shows them): ``decay`` is the self-debiasing decay constant lambda, ``data_seed`` the seed the dataset
-    is generated with, ``counter_labels=False`` ignores the task spec's counter labels. ``generator="openai:<model>"``
+    is generated with, ``counter_labels=False`` ignores the task spec's counter labels. An existing ``out`` is
+    replaced only when dsgen wrote it, and never when it is ``inputs``, unless ``overwrite``. ``generator="openai:<model>"``
     sends the same settings to an OpenAI-compatible endpoint at ``base_url`` (no self-debiasing). ``backend`` and its
     Ray settings say where the chunks decode (:class:`~dsgen.scheduling.placement.Placement`).
 
     Example:
         >>> dsgen.generate(task="sts-x2", inputs="stsb-train", max_inputs=100, out="pairs.jsonl")  # doctest: +SKIP
     """
-    from dsgen.artifacts import check_writable_target
+    from dsgen.artifacts import check_replaceable_file, check_writable_target
     from dsgen.data.inputs import load_inputs
     from dsgen.generation import GENERATORS, GenerationContext
     from dsgen.orchestration import check_overrides
@@ -71,6 +72,7 @@ def generate(*, out: str | Path = "pairs.jsonl", task: str | None = None, inputs
         settings, _ = cls.adapt(cfg, "these settings")
         cfg = cls.config_class.from_dict({**settings, "model": ov.api_model, "base_url": base_url or ""}).check()
     check_writable_target(out)
+    check_replaceable_file(out, overwrite, (inputs,))
     texts = load_inputs(inputs, max_inputs, data_dir) if inputs is not None else None
     placement = Placement(backend, address, workers, cpus_per_worker)
     context = GenerationContext(data_dir=data_dir, backend=placement.generation_backend(device), progress=progress)

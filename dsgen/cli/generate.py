@@ -51,6 +51,7 @@ def generate_cmd(
     data_seed: o.DataSeed = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start over instead of resuming finished chunks.")] = False,
     out: o.PairsFile = Path("pairs.jsonl"),
+    overwrite: o.Overwrite = False,
     quiet: o.Quiet = False,
     seed: o.LegacySeed = None,
 ) -> None:
@@ -63,7 +64,7 @@ def generate_cmd(
                     counter_labels=not no_counter_labels, batch_size=batch_size, chunk_inputs=chunk_inputs,
                     device=device, dtype=dtype, backend=backend, address=address, workers=workers,
                     cpus_per_worker=cpus_per_worker, data_dir=data_dir, data_seed=o.data_seed_given(data_seed, seed),
-                    fresh=fresh, progress=not quiet)
+                    fresh=fresh, overwrite=overwrite, progress=not quiet)
     console().print(f"wrote {len(made.pairs)} pairs to {made.path} ({made.description})")
 
 

@@ -100,7 +100,8 @@ Name = Annotated[Optional[str], typer.Option(help="File stem of the tables (defa
                                                   "e.g. compare-dino-base).")]
 Publish = Annotated[Optional[Path], typer.Option(help="Also write the tables under DIR/<preset>/ (e.g. the committed results/).")]
 Overwrite = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace --out even when dsgen did not write it as this export (never a folder holding runs).")]
+    "--overwrite", help="Replace --out even when dsgen did not write it, or it is this command's input (never a "
+    "folder holding runs).")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 
 # -- the old spellings, still read ------------------------------------------------------------------------------

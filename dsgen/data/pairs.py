@@ -51,6 +51,17 @@ def write_pairs(path: str | Path, pairs: list[Pair]) -> None:
     write_jsonl(path, (p.to_dict() for p in pairs))
 
 
+def write_dataset(path: str | Path, pairs: list[Pair], **sidecar: Any) -> None:
+    """A generated dataset: ``pairs`` at ``path`` with its sidecar (``sidecar`` fields). An older pairs file there goes
+    first, then the sidecar is written, then the pairs: the pairs file appearing marks the dataset complete, and a
+    kill at any moment never leaves older pairs under a newer sidecar."""
+    from dsgen.artifacts import write_sidecar
+
+    Path(path).unlink(missing_ok=True)
+    write_sidecar(path, **sidecar)
+    write_pairs(path, pairs)
+
+
 def read_pairs(path: str | Path) -> list[Pair]:
     rows = read_jsonl(path)
     for i, row in enumerate(rows, 1):

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from dsgen import citations
-from dsgen.artifacts import ensure_writable_dir, write_sidecar
+from dsgen.artifacts import ensure_writable_dir
 from dsgen.config import Config
-from dsgen.data.pairs import Pair, write_pairs
+from dsgen.data.pairs import Pair, write_dataset
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import GenerationContext, Generator, PairCollector
@@ -233,13 +233,12 @@ class DebiasedGenerator(Generator):
             from dsgen.models import model_fingerprint
 
             lm = {"name": cfg.generator, "fingerprint": model_fingerprint(cfg.generator)}
-        write_sidecar(out, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
+        write_dataset(out, pairs, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
                       task_spec=spec.to_dict(), dataset_key=key, generator=lm, seed=cfg.seed,
                       n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs), stats=stats,
                       backend={**report.to_dict(), "chunks": sorted(timings, key=lambda t: t["chunk"])},
                       numerics=sorted({t["numerics"] for t in timings if "numerics" in t}),
                       timings={"generate_seconds": round(time.perf_counter() - started, 2)})
-        write_pairs(out, pairs)  # last: the pairs file appearing is what marks the run complete
         store.remove()
         return pairs
 

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from dsgen import citations
-from dsgen.artifacts import write_sidecar
 from dsgen.config import Config
-from dsgen.data.pairs import Pair, write_pairs
+from dsgen.data.pairs import Pair, write_dataset
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
 from dsgen.generation.base import GenerationContext, Generator
@@ -87,8 +86,7 @@ class HumanPairsGenerator(Generator):
         pool = self.source_pairs()
         asked = self.config.n_pairs or len(pool)
         pairs = draw(pool, asked, self.config.seed)
-        write_sidecar(out, kind="human-pairs", generator_name=self.name, config=self.get_config_dict(),
+        write_dataset(out, pairs, kind="human-pairs", generator_name=self.name, config=self.get_config_dict(),
                       dataset_key=self.dataset_key(inputs), n_pairs=len(pairs), asked=asked, capped=asked > len(pool),
                       timings={"generate_seconds": 0.0})
-        write_pairs(out, pairs)
         return pairs

@@ -58,8 +58,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dsgen.artifacts import ensure_writable_dir, stable_hash, write_sidecar
-from dsgen.data.pairs import Pair, write_pairs
+from dsgen.artifacts import ensure_writable_dir, stable_hash
+from dsgen.data.pairs import Pair, write_dataset
 from dsgen.endpoints import MAX_FAILED_SHARE, MODES, TRANSPORT, ApiClient, EndpointConfig, RequestCache, Sample
 from dsgen.errors import DsgenError
 from dsgen.generation import GENERATORS
@@ -337,14 +337,13 @@ class OpenAIGenerator(Generator):
         stats.update(counts)
         served = sorted({str(r["response"].get("model")) for r in records.values()
                          if isinstance(r.get("response"), dict) and r["response"].get("model")})
-        write_sidecar(out, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
+        write_dataset(out, pairs, kind="generated-pairs", generator_name=self.name, config=cfg.to_dict(),
                       task_spec=spec.to_dict(), dataset_key=key,
                       generator={"api": self.base_url, "model": cfg.model, "endpoint": self.endpoint,
                                  "served_models": served},
                       seed=cfg.seed, n_inputs=len(inputs) if inputs is not None else None, n_pairs=len(pairs),
                       stats=stats, self_debiasing=SELF_DEBIASING, request_cache=cache.folder.name,
                       timings={"generate_seconds": round(time.perf_counter() - started, 2)})
-        write_pairs(out, pairs)  # last: the pairs file appearing is what marks the run complete
         return pairs
 
     def _assemble(self, samples: list[Sample], records: dict[str, dict[str, Any]], spec: TaskSpec,
