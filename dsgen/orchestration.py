@@ -20,7 +20,7 @@ from dsgen.evaluation.results import Result
 from dsgen.planning import Overrides, plan_run
 from dsgen.presets import Preset
 from dsgen.runs.pipeline import Runner
-from dsgen.runs.records import RunFailed
+from dsgen.runs.records import DEFAULT_THREADS, RunFailed
 from dsgen.scheduling import run_plans
 
 Seeds = Sequence[int] | str | None
@@ -67,13 +67,14 @@ def seed_list(seeds: Seeds, option: str = "--seeds") -> list[int] | None:
 def prepare(methods: Sequence[str], preset: str, seeds: Seeds = None, out: str | Path = "runs",
             data_dir: str | None = None, progress: bool = True, overrides: Overrides | None = None,
             fresh: bool = False, backend: Any = None, data_seeds: Seeds = None, save_models: bool = False,
-            threads: int | None = None) -> Planned:
+            threads: int = DEFAULT_THREADS) -> Planned:
     """Validate everything cheap before any long work (methods, a method given twice, preset, seeds, every plan,
     the output folder), then make the runner (which creates ``out``). A run is a (data seed, training seed) pair.
 
     Args:
         backend: the generation backend of the runner's datasets (None: this process).
-        threads: the threads every task computes with (:attr:`dsgen.scheduling.placement.Placement.threads`).
+        threads: the threads every task computes with (:attr:`dsgen.scheduling.placement.Placement.threads`; the same
+            default for every command, so that each finds the runs another made).
     """
     from dsgen.artifacts import check_writable_target
     from dsgen.method import get_method

@@ -146,3 +146,27 @@ def test_a_kill_between_sidecar_and_pairs_never_leaves_old_pairs_under_a_new_sid
         write_dataset(out, [Pair("c", "d", 0.0)], kind="generated-pairs", dataset_key="new")
     assert not out.exists()  # the new sidecar stands alone: an incomplete dataset, made again on the next run
     assert json.loads((tmp_path / "p.jsonl.meta.json").read_text())["dataset_key"] == "new"
+
+
+def test_every_command_that_trains_uses_one_thread_count(tmp_path):
+    """(seen) `OMP_NUM_THREADS=1 dsgen analyze rise` keyed its runs by torch's thread count while `compare` used
+    --cpus-per-worker's default (2): analyze retrained RISE under another key. Now the runner of every command
+    (prepare: run, compare, analyze, regress; a reading runner: export) computes with the same default count."""
+    import torch
+
+    from dsgen.api.common import RunSettings
+    from dsgen.orchestration import prepare
+    from dsgen.runs.pipeline import Runner
+    from dsgen.runs.records import DEFAULT_THREADS
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1 if before != 1 else 3)
+    try:
+        analyze_like = prepare(["base"], "smoke", out=tmp_path / "a", progress=False)
+        compare_like = RunSettings(preset="smoke", out=tmp_path / "c", progress=False).prepare(["base"], None)
+        with Runner(tmp_path / "e", makes=(), lock=False) as reader:
+            threads = {analyze_like.runner.data.training_threads(), compare_like.runner.data.training_threads(),
+                       reader.data.training_threads()}
+        assert threads == {DEFAULT_THREADS}
+    finally:
+        torch.set_num_threads(before)

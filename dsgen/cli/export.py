@@ -18,24 +18,30 @@ def export_dataset_cmd(
     preset: o.Preset = "quick",
     seed: o.Seed = None,
     data_seed: o.DataSeed = None,
+    generator: o.Generator = None,
+    base_url: o.BaseUrl = None,
+    encoder: o.Encoder = None,
+    device: o.Device = None,
+    preprocess: o.Preprocess = None,
+    cpus_per_worker: o.CpusPerWorker = None,
+    data_dir: o.DataDir = None,
     runs: Annotated[Path, typer.Option("--runs", help="Where the run lives (its --out).")] = Path("runs"),
     out: o.ExportTarget = ...,
     overwrite: o.Overwrite = False,
 ) -> None:
-    """A run's training data (after postprocessing and reweighting, with the weights) as a Hugging Face dataset folder."""
-    from dsgen.api import plan
-    from dsgen.export.dataset_folder import from_run, write_dataset_folder
-    from dsgen.method import get_method
-    from dsgen.runs.records import result_path
+    """A run's training data (after postprocessing and reweighting, with the weights) as a Hugging Face dataset folder.
 
-    get_method(method)
-    resolved = plan(method, preset=preset, seed=seed, data_seed=data_seed)
-    path = result_path(runs, resolved)  # the run's result file: its folder names every setting but the seeds
-    if not path.exists():
-        raise DsgenError(f"no run of {method} (preset {resolved.preset.name}, data seed {resolved.run[0]}, seed "
-                         f"{resolved.run[1]}) under {runs}; run it first (dsgen run {method} --preset {preset} --out "
-                         f"{runs}) or give --runs")
-    folder = write_dataset_folder(from_run(path, runs / "cache" / "datasets", command_line()), out, overwrite)
+    The run is named as it was made: the same preset, seeds and overrides (--generator, --encoder, ...) and
+    --cpus-per-worker; only its current result is exported (not a failed or an older one)."""
+    from dsgen.api import plan
+    from dsgen.export.dataset_folder import from_plan, write_dataset_folder
+    from dsgen.scheduling.placement import Placement
+
+    resolved = plan(method, preset=preset, seed=seed, data_seed=data_seed, generator=generator, base_url=base_url,
+                    encoder=encoder, device=device, preprocess=preprocess)
+    threads = Placement(cpus_per_worker=cpus_per_worker).check().threads
+    found = from_plan(resolved, runs, command_line(), data_dir=data_dir, threads=threads)
+    folder = write_dataset_folder(found, out, overwrite)
     console().print(f"wrote {folder} (datasets.load_dataset('{folder}') reads it)")
 
 

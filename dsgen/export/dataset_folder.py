@@ -123,7 +123,8 @@ def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport
                          cached_sidecar(cache, dev_key))
 
 
-def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = None) -> DatasetExport:
+def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = None,
+              threads: int | None = None) -> DatasetExport:
     """The dataset of ``plan``'s run under the output folder ``runs`` (:func:`from_run`), only when the result there is
     the current plan's: its run key the key the plan computes now (its inputs, task spec, models and evaluation data
     as they are), and the run not failed. Anything else is refused in one line, before anything is written.
@@ -132,6 +133,7 @@ def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = N
         plan: the run (:func:`dsgen.planning.plan_run`) whose data to export.
         runs: the run's ``--out``.
         data_dir: the STS data folder the run was evaluated on (default ``$DSGEN_DATA_DIR``), part of its key.
+        threads: the threads it trained with (default: every command's, :data:`~dsgen.runs.records.DEFAULT_THREADS`).
     """
     from dsgen.evaluation.results import Result
     from dsgen.runs.pipeline import Runner
@@ -143,11 +145,12 @@ def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = N
     if not path.exists():
         failed = path.with_suffix(".failed.json")
         why = f"; it failed: {read_json(failed).get('reason')}" if failed.exists() else ""
-        raise DsgenError(f"no result of {label} under {runs}{why}; run it first (dsgen run {plan.method.name} "
+        raise DsgenError(f"no run of {label} under {runs}{why}; run it first (dsgen run {plan.method.name} "
                          f"--preset {plan.preset.name} --out {runs}) or give --runs")
     result = Result.load(path)
     refuse_failed(path, result)
-    runner = Runner(runs, data_dir, progress=False, makes=(), lock=False)  # reads only
+    runner = Runner(runs, data_dir, progress=False, makes=(), lock=False,  # reads only
+                    **({} if threads is None else {"threads": threads}))
     try:
         key = runner.run_key(plan)
     except Missing:

@@ -38,7 +38,7 @@ from dsgen.evaluation.results import Result, nonfinite_failure, score_failure
 from dsgen.generation.base import GenerationContext
 from dsgen.planning import RunPlan
 from dsgen.runs.data import DataInputs, DataStages
-from dsgen.runs.records import DatasetNeed, FitNeed, KeyMismatch, Prepared, RunFailed, run_label
+from dsgen.runs.records import DEFAULT_THREADS, DatasetNeed, FitNeed, KeyMismatch, Prepared, RunFailed, run_label
 from dsgen.runs.store import RunStore
 from dsgen.training.fit import training_failure
 
@@ -65,7 +65,8 @@ class Runner:
             folder of its own whose files the driver writes under ``shown_out``); default ``out``.
         threads: torch's threads for every task of a comparison (:mod:`dsgen.scheduling`), whichever scheduler
             runs it: training's bits depend on the count (a tiny encoder trained on 1 and on 2 threads ends with
-            other weights), generation's and evaluation's do not. None: torch's own count (this process's).
+            other weights), generation's and evaluation's do not; default :data:`~dsgen.runs.records.DEFAULT_THREADS`,
+            whatever command made the runner. None: torch's own count (this process's).
         evaluators: a cache of evaluators (their task pairs read once) to share with other runners of this process.
         lock: hold the output folder's lock while the runner lives (:mod:`dsgen.runs.lock`: another process's command
             on the same folder fails at once; runners of one process share it); a Ray worker's runner, in a scratch
@@ -77,7 +78,7 @@ class Runner:
     def __init__(self, out: str | Path = "runs", data_dir: str | None = None, progress: bool = True,
                  fresh: bool = False, backend: Any = None, save_models: bool = False,
                  makes: tuple[str, ...] = ("dataset", "fit"), shown_out: str | Path | None = None,
-                 threads: int | None = None, evaluators: dict[tuple[Any, ...], Any] | None = None,
+                 threads: int | None = DEFAULT_THREADS, evaluators: dict[tuple[Any, ...], Any] | None = None,
                  lock: bool = True) -> None:
         self.store = RunStore(out, fresh=fresh, save_models=save_models, shown_out=shown_out, lock=lock)
         self.data_dir = data_dir

@@ -19,6 +19,14 @@ from dsgen.errors import DsgenError
 from dsgen.evaluation.results import Result
 from dsgen.planning import RunPlan
 
+DEFAULT_THREADS = 2
+"""The threads a task computes with when ``--cpus-per-worker`` is not given, whichever scheduler runs it (a Ray task
+then also reserves that many CPUs). Training's bits depend on the count (measured: a tiny BERT trained on 1 and on
+2 threads ends with other weights, an STS16 average 0.0002 apart; generation's and evaluation's bits do not), so a
+run computes on one count everywhere; 2 is what the local scheduler used on the 2-core machines the presets were
+timed on, so a local comparison keeps its speed there. Every command that trains uses it (a runner's default), so
+``compare``, ``analyze``, ``regress`` and ``export`` find each other's runs."""
+
 
 def run_text(run: tuple[int | None, int | None]) -> str:
     """A run in words, one wording for every run, its log line, its failure and its table row:

@@ -6,15 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from dsgen.errors import DsgenError
+from dsgen.runs.records import DEFAULT_THREADS  # noqa: F401 -- where schedulers read it
 from dsgen.scheduling.tasks import Outcome, Task
-
-DEFAULT_THREADS = 2
-"""The threads a task computes with when ``--cpus-per-worker`` is not given, whichever scheduler runs it (a Ray task
-then also reserves that many CPUs). Training's bits depend on the count (measured: a tiny BERT trained on 1 and on
-2 threads ends with other weights, an STS16 average 0.0002 apart; generation's and evaluation's bits do not), so a
-run computes on one count everywhere; 2 is what the local scheduler used on the 2-core machines the presets were
-timed on, so a local comparison keeps its speed there."""
-
 
 class Scheduler(ABC):
     """Runs tasks for a :class:`~dsgen.scheduling.graph.Graph`: the graph submits ready tasks while there is room and

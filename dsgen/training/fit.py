@@ -344,9 +344,10 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
     floor is justified) and a weight update (relative L2 norm of the change of the trained parameters, from the
     start to the returned weights, after model selection or averaging) of at least :data:`UNCHANGED`. A log
     without these fields (a result made before dsgen recorded them, or a trainer that does not) did not show
-    that it trained, and fails too. A run that diverged, its weight update, a loss (``nonfinite_loss_steps``, the
-    optimizer steps whose loss was not finite, recorded only when there are any) or its best validation score not a
-    finite number, fails: its weights are no model.
+    that it trained, and fails too. A run that diverged, its weight update or a loss (``nonfinite_loss_steps``, the
+    optimizer steps whose loss was not finite, recorded only when there are any) not a finite number, fails: its
+    weights are no model. A validation Spearman that is undefined (constant gold labels or cosines on a tiny
+    validation set) is no divergence: it is recorded as null.
     """
     log = log or {}
     if any(log.get(k) is None for k in TRAINING_RECORD):
@@ -360,9 +361,6 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
     if log.get("nonfinite_loss_steps"):
         return (f"diverged: the loss was not finite at {log['nonfinite_loss_steps']} of {steps} optimizer steps; "
                 f"{lower}")
-    best = log.get("best_validation_spearman")
-    if best is not None and not _finite(best):
-        return f"diverged: its best validation Spearman is {best}, not a finite number; {lower}"
     n, unit = log.get("train_examples", "?"), log.get("train_unit", "examples")
     made = (f"{n} {unit.removesuffix('s') + ' makes' if n == 1 else unit + ' make'} "
             f"{'one optimizer step' if steps == 1 else f'{steps} optimizer steps'}")
@@ -381,6 +379,11 @@ def training_failure(log: dict[str, Any] | None) -> str | None:
         return (f"trained too little: {made}, {trained} with a non-zero learning rate, fewer than the {floor} a run "
                 "needs (trainer setting min_trained_steps); use more inputs")
     return None
+
+
+def _percent(value: float) -> float | None:
+    """A validation Spearman x 100 as the training log records it; None where it is undefined (constant input)."""
+    return round(value * 100, 3) if math.isfinite(value) else None
 
 
 def _finite(value: Any) -> bool:
@@ -544,8 +547,8 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             "selection_rule": cfg.selection_rule, "selection_data": (cfg.selection_data or "validation") if select else None,
             "selection_at_epoch_end": cfg.evaluate_at_epoch_end if select else None,
             "selection_metric": cfg.selection_metric if select else None,
-            "validation_history": [{"step": s, "spearman": round(v * 100, 3)} for s, v in history],
-            "best_step": best[0] if best else int(steps), "best_validation_spearman": round(best[1] * 100, 3) if best else None,
+            "validation_history": [{"step": s, "spearman": _percent(v)} for s, v in history],
+            "best_step": best[0] if best else int(steps), "best_validation_spearman": _percent(best[1]) if best else None,
             **({"nonfinite_loss_steps": nonfinite[0]} if nonfinite[0] else {}),  # a diverged run (training_failure)
             "train_seconds": round(time.perf_counter() - started, 2)}
 

@@ -307,15 +307,17 @@ def test_an_encoder_with_a_tokenizer_but_no_pipeline_is_encoded_per_batch(sts_da
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_smollm2_l4_scores_as_encode_does(dtype, sts_data_dir):
-    """The cpu preset's encoder: the evaluator's scores equal ``encode`` on the same batches (the path before
-    the token cache) to the dtype's precision, on two tasks (SICK-R's 9,927 pairs add time, not coverage)."""
+def test_smollm2_l4_scores_as_encode_does(sts_data_dir):
+    """The cpu preset's encoder (evaluated in float32, the preset's eval_dtype): the evaluator's scores equal
+    ``encode`` on the same batches (the path before the token cache), on STS16. The bfloat16 path and the other
+    tasks add time, not coverage: test_pretokenised_batches_score_as_encode_does checks them on a causal LM of the
+    same kind (raw-lm-bfloat16)."""
     from dsgen.data.sts import using_data_dir
     from dsgen.encoders import load_encoder
 
+    dtype = "float32"
     with using_data_dir(sts_data_dir):
         model = load_encoder("smollm2-l4", "cpu")
-    tasks = ["sts16", "stsb"]
+    tasks = ["sts16"]
     got = StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(model)
     assert_same_scores(got, StsEvaluator(tasks, sts_data_dir, dtype=dtype).evaluate(EncodeOnly(model)), dtype)

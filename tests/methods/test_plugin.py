@@ -59,9 +59,12 @@ def test_a_plugin_adds_a_stage_through_its_entry_point_group(installed):
 
 
 @pytest.mark.slow
-def test_plugin_method_runs_end_to_end(installed, tmp_path, tiny_encoder_dir, sts_data_dir):
+def test_plugin_method_runs_end_to_end(installed, tmp_path, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    """The plug-in's recipe generates (tiny models: the real LM adds minutes, not coverage), trains and scores."""
     preset = tmp_path / "tiny.toml"
     preset.write_text('seeds = [1]\nmax_inputs = 4\ntasks = ["sts16"]\n'
+                      f'[generation]\ngenerator = "{tiny_lm_dir}"\ndevice = "cpu"\n'
+                      '[generation.sampling]\nmax_new_tokens = 8\n'
                       f'[training]\nencoder = "{tiny_encoder_dir}"\ndevice = "cpu"\n'
                       'warmup_ratio = 0.0\nmin_trained_steps = 1\n')  # a few pairs make one step: let it count
     out = subprocess.run([sys.executable, "-m", "dsgen.cli", "run", "dino-top-k10", "--preset", str(preset),
