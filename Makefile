@@ -33,10 +33,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml setup.py
 run: install
 	$(DSGEN) compare base dino human --preset intro
 
-# two pytest-xdist workers, each file's tests on one of them (tests/conftest.py: XDIST_GROUPS)
-TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest
 
 test-fast: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not slow"

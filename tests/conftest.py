@@ -17,21 +17,10 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "
 os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="dsgen-tests-datasets-")
 
 
-# Files that run on one pytest-xdist worker together (`make test` runs two, --dist loadgroup): the Ray clusters one
-# after the other, and the two files that read the MTEB reproduction of all-MiniLM-L6-v2 (a session fixture, made
-# once per worker). Every other file is a group of its own, so its module fixtures are made once.
-XDIST_GROUPS = {"tests/generation/test_ray_backend.py": "ray", "tests/scheduling/test_ray_scheduler.py": "ray",
-                "tests/evaluation/test_sts_eval.py": "minilm-mteb", "tests/test_exports.py": "minilm-mteb"}
-
-
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` run only where CUDA is present; elsewhere they are skipped with the reason. Each test
-    gets its file's xdist group (:data:`XDIST_GROUPS`)."""
+    """Tests marked ``gpu`` run only where CUDA is present; elsewhere they are skipped with the reason."""
     import torch
 
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(path, path)))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible (torch.cuda.is_available() is False)")

@@ -530,19 +530,25 @@ def test_mteb_export_skips_failed_stale_and_untrained_runs_saying_so(tmp_path):
 
 def test_a_run_made_with_overrides_is_exported_with_the_same_overrides(exported, tmp_path, tiny_encoder_dir):
     """Issue 39: `export dataset` had no --generator / --encoder, so a run made with those overrides could not be
-    exported. A run of rise with --encoder (another variant of the same method): export without the override finds
-    the preset's run, with it the override's run, each by its own run key."""
+    exported. A run of rise with --encoder (another variant of the same method, in a folder of its own): export without
+    the override finds the preset's run, with it the override's run."""
     root, preset, env, _ = exported
     runs = tmp_path / "runs"
     shutil.copytree(root / "runs", runs)
     made = dsgen("run", "rise", "--preset", str(preset), "--encoder", str(tiny_encoder_dir), "--out", str(runs),
                  "--quiet", env=env)
     assert made.returncode == 0, made.stderr
-    keys = {}
+    made = sorted((runs / "results").rglob("data-3-seed-1.json"))
+    assert len(made) == 2  # the preset's variant and the override's, in folders of their own
+    keys = {json.loads(p.read_text())["extra"]["run_key"] for p in made}  # the same encoder: the same run key
+    found = set()
     for name, extra in (("plain", []), ("encoder", ["--encoder", str(tiny_encoder_dir)])):
         res = dsgen("export", "dataset", "rise", "--preset", str(preset), "--runs", str(runs), *extra, "--out",
                     str(tmp_path / name), env=env)
         assert res.returncode == 0, res.stderr
-        keys[name] = json.loads((tmp_path / name / "dsgen_provenance.json").read_text())["run_key"]
-    results = {json.loads(p.read_text())["extra"]["run_key"] for p in (runs / "results").rglob("data-3-seed-1.json")}
-    assert keys["plain"] != keys["encoder"] and set(keys.values()) == results
+        card = (tmp_path / name / "README.md").read_text()
+        found |= {key for key in keys if f'"run_key": "{key}"' in card}
+    assert found == keys
+    other = dsgen("export", "dataset", "rise", "--preset", str(preset), "--runs", str(runs), "--encoder", "minilm-l6",
+                  "--out", str(tmp_path / "other"), env=env)
+    assert other.returncode == 2 and "no run of rise" in other.stderr  # the override names the run looked for

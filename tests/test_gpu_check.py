@@ -65,7 +65,8 @@ def test_the_cost_model_has_a_row_for_every_method(tiny_check):
 
     result, markdown = tiny_check
     rows = {r["method"]: r for r in result["cost_model"]["rows"]}
-    assert set(rows) == set(METHODS.names())
+    # every built-in method (the check runs in a process of its own: a method a test registers here is not there)
+    assert {"dino", "rise", "gense", "base", "human"} <= set(rows) <= set(METHODS.names())
     dino = rows["dino"]
     assert dino["complete"] and all(dino["seconds"]["generation"][loop] > 0 for loop in ("core", "reference", "hf_generate"))
     assert dino["seconds"]["training_per_run"] > 0 and dino["seconds"]["evaluation_per_run"] > 0
