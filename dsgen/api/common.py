@@ -74,6 +74,16 @@ class RunSettings:
         return prepare(methods, self.preset, self.seeds, self.out, self.data_dir, self.progress, overrides,
                        data_seeds=self.data_seeds, save_models=self.save_model, threads=placement.threads)
 
+    def run_methods(self, names: list[str], on_result: OnResult | None = None,
+                    console: Any = None) -> tuple[Planned, dict[str, list[Result]], list[RunFailed]]:
+        """Every run of ``names`` under these settings as one graph: the prepared runs, the results by method, and
+        the runs that failed (each a row marked failed, not an exception)."""
+        overrides = self.overrides()
+        planned = self.prepare(names, overrides)
+        failures: list[RunFailed] = []
+        results = self.execute([(names, planned.preset)], planned, overrides, on_result, console, [failures])[0]
+        return planned, results, failures
+
     def execute(self, groups: list[tuple[list[str], Preset]], planned: Planned, overrides: Overrides,
                 on_result: OnResult | None = None, console: Any = None,
                 failures: list[list[RunFailed]] | None = None) -> list[dict[str, list[Result]]]:

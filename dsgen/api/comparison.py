@@ -116,11 +116,8 @@ def compare(methods: Sequence[str], *, name: str | None = None, preset: str = "q
                            out=out, publish=publish, data_dir=data_dir, progress=progress)
     methods = method_list(methods)
     names = methods + ([] if "base" in methods else ["base"])  # a repeated method is refused by prepare
-    ov = settings.overrides()
-    planned = settings.prepare(names, ov)
+    planned, results, failures = settings.run_methods(names, on_result, console)
     p, runs = planned.preset, planned.runs
-    failures: list = []
-    results = settings.execute([(names, p)], planned, ov, on_result, console, [failures])[0]
     failed = {f.method for f in failures}
     done = [m for m in names if m in results and m not in failed and len(results[m]) == len(runs)]
     if names[0] not in done:

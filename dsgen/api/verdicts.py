@@ -104,11 +104,8 @@ def judge_claims(papers: Sequence[str] | str | None = None, *, preset: str = "cp
     if not tested:
         raise DsgenError(f"the papers {', '.join(chosen)} make no claim a comparison here can test (only figures)")
     names = claim_methods(tested)
-    ov = settings.overrides()
-    planned = settings.prepare(names, ov)
+    planned, results, failures = settings.run_methods(names, on_result, console)
     p, runs = planned.preset, planned.runs
-    failures: list = []
-    results = settings.execute([(names, p)], planned, ov, on_result, console, [failures])[0]
     failed = {f.method for f in failures}
     scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs) and m not in failed}
     means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
