@@ -529,7 +529,7 @@ def check_weights(name: str) -> None:
     a name that is not a local folder (an alias, a Hub id, a spec) is left to its loader."""
     from pathlib import Path
 
-    folder = Path(encoder_path(name)) if name == "minilm-l6" else Path(name)
+    folder = Path(encoder_path(name))  # an embedded alias resolves to its folder
     if not folder.is_dir():
         return
     from safetensors import SafetensorError, safe_open

@@ -27,6 +27,7 @@ from dsgen.data.pairs import Pair, read_pairs
 from dsgen.errors import DsgenError
 from dsgen.folders import check_target_folder, provenance, staged_folder
 from dsgen.identity import content_key
+from dsgen.runs.records import DEFAULT_THREADS
 
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
@@ -100,14 +101,16 @@ def refuse_failed(result_path: Path, result: Any) -> None:
         raise DsgenError(f"{result_path}: the run failed ({failure}); run it again before exporting its data")
 
 
-def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport:
+def from_run(result_path: Path, cache: Path, command: str = "", result: Any = None) -> DatasetExport:
     """The dataset a run used: its training pairs with their weights (``<run>.train.jsonl``) and its
-    validation pairs, described by the run's result file and the cached dataset's sidecar. A failed run is refused
-    in one line (:func:`refuse_failed`); :func:`from_plan` also refuses a result of another key than the plan's."""
+    validation pairs, described by the run's result file (``result``, when the caller has read it already) and the
+    cached dataset's sidecar. A failed run is refused in one line (:func:`refuse_failed`); :func:`from_plan` also
+    refuses a result of another key than the plan's."""
     from dsgen.evaluation.results import Result
 
-    result = Result.load(result_path)
-    refuse_failed(result_path, result)
+    if result is None:
+        result = Result.load(result_path)
+        refuse_failed(result_path, result)
     train = result_path.with_suffix(".train.jsonl")
     if not train.is_file():
         raise DsgenError(f"{result_path} has no training pairs beside it ({train.name}); the method trains on none")
@@ -124,7 +127,7 @@ def from_run(result_path: Path, cache: Path, command: str = "") -> DatasetExport
 
 
 def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = None,
-              threads: int | None = None) -> DatasetExport:
+              threads: int = DEFAULT_THREADS) -> DatasetExport:
     """The dataset of ``plan``'s run under the output folder ``runs`` (:func:`from_run`), only when the result there is
     the current plan's: its run key the key the plan computes now (its inputs, task spec, models and evaluation data
     as they are), and the run not failed. Anything else is refused in one line, before anything is written.
@@ -149,8 +152,7 @@ def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = N
                          f"--preset {plan.preset.name} --out {runs}) or give --runs")
     result = Result.load(path)
     refuse_failed(path, result)
-    runner = Runner(runs, data_dir, progress=False, makes=(), lock=False,  # reads only
-                    **({} if threads is None else {"threads": threads}))
+    runner = Runner(runs, data_dir, progress=False, makes=(), lock=False, threads=threads)  # reads only
     try:
         key = runner.run_key(plan)
     except Missing:
@@ -160,7 +162,7 @@ def from_plan(plan: Any, runs: Path, command: str = "", data_dir: str | None = N
                          f"not the plan's {key or '(its datasets are missing)'} (its inputs, task spec, models or "
                          f"evaluation data changed since); run it again (dsgen run {plan.method.name} --preset "
                          f"{plan.preset.name} --out {runs}) before exporting its data")
-    return from_run(path, runs / "cache" / "datasets", command)
+    return from_run(path, runs / "cache" / "datasets", command, result)
 
 
 def _rows(pairs: list[Pair]) -> list[dict[str, Any]]:
