@@ -2,7 +2,6 @@
 nothing on disk; the commands work end to end on tiny models; ``regress`` exits 1 on a regression."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,13 +9,21 @@ from pathlib import Path
 import pytest
 
 from dsgen.errors import DsgenError
+from tests.cli_process import run_dsgen
 from dsgen.reports.baseline import check, read_baseline
 from dsgen.evaluation.results import Result, TaskScore
 
 
 def dsgen(*args, env=None, cwd=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "dsgen.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout)
+    """``dsgen ARGS`` in a process of its own (a fork of a process that imported the libraries: tests/cli_process.py)."""
+    return run_dsgen(args, env=env, cwd=cwd, timeout=timeout)
+
+
+def test_the_installed_module_is_the_command_forks_run():
+    """The command as a user starts it, a new interpreter: what the forks of the tests run is its main()."""
+    out = subprocess.run([sys.executable, "-m", "dsgen.cli", "plan", "dnio"], capture_output=True, text=True)
+    forked = dsgen("plan", "dnio")
+    assert out.returncode == forked.returncode == 2 and out.stderr == forked.stderr and "did you mean 'dino'" in out.stderr
 
 
 def test_methods_lists_every_method_with_its_paper():

@@ -36,8 +36,9 @@ def registered_methods() -> tuple[str, ...]:
 
 
 def plan_of(method):
-    out = subprocess.run([sys.executable, "-m", "dsgen.cli", "plan", method, "--preset", "paper", "--json"],
-                         capture_output=True, text=True, timeout=300)
+    from tests.cli_process import run_dsgen
+
+    out = run_dsgen(["plan", method, "--preset", "paper", "--json"], timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)["plan"]
 

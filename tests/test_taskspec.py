@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -56,8 +54,9 @@ def test_cli_bad_spec_one_line_exit_2(tmp_path):
     inputs = tmp_path / "in.txt"
     inputs.write_text("A sentence.\n")
     out = tmp_path / "out.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "dsgen.cli", "generate", "--task", path, "--inputs", str(inputs),
-                           "--out", str(out)], capture_output=True, text=True)
+    from tests.cli_process import run_dsgen
+
+    proc = run_dsgen(["generate", "--task", path, "--inputs", inputs, "--out", out])
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
     assert "Traceback" not in proc.stderr

@@ -21,6 +21,7 @@ stderr and exit code 2. Everything a command writes goes under its ``--out`` (or
 from __future__ import annotations
 
 import sys
+from typing import MutableMapping
 
 import typer
 
@@ -53,15 +54,18 @@ export_app.command("pairs")(export.export_pairs_cmd)
 export_app.command("mteb")(export.export_mteb_cmd)
 
 
+def quiet_libraries(env: MutableMapping[str, str]) -> None:
+    """dsgen draws its own rich progress bars and errors: silence the libraries' tqdm bars, info logs and the Hub
+    client's retry warnings (in ``env``, before the libraries are imported; a variable set already is kept)."""
+    for name, value in (("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("TRANSFORMERS_VERBOSITY", "error"),
+                        ("HF_HUB_VERBOSITY", "error"), ("TQDM_DISABLE", "1")):
+        env.setdefault(name, value)
+
+
 def main() -> None:
     import os
 
-    # dsgen draws its own rich progress bars and errors; silence the libraries' tqdm bars, info
-    # logs and the Hub client's retry warnings.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
-    os.environ.setdefault("TQDM_DISABLE", "1")
+    quiet_libraries(os.environ)
     try:
         app()
     except DsgenError as exc:
@@ -73,4 +77,4 @@ def main() -> None:
         sys.exit(130)
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "quiet_libraries"]

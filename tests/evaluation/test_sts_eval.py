@@ -118,8 +118,9 @@ def test_unknown_task_did_you_mean():
     with pytest.raises(DsgenError, match="did you mean 'sts12'"):
         parse_tasks("sts12,stss12")
     assert parse_tasks("mteb") == list(MTEB_TASKS)
-    proc = subprocess.run([sys.executable, "-m", "dsgen.cli", "eval", "minilm-l6", "--tasks", "stbs"],
-                          capture_output=True, text=True)
+    from tests.cli_process import run_dsgen
+
+    proc = run_dsgen(["eval", "minilm-l6", "--tasks", "stbs"])
     assert proc.returncode == 2 and "did you mean 'stsb'" in proc.stderr and "Traceback" not in proc.stderr
 
 

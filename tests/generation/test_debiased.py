@@ -69,7 +69,9 @@ def cli(model_dir, inputs, out, *extra, env_extra=None, popen=False):
     if popen:  # output to a file: a pipe nobody reads until the end blocks a chatty process (a full buffer)
         log = open(Path(str(out) + ".log"), "w+")
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    from tests.cli_process import run_dsgen  # a new interpreter where env_extra asks for one (PYTHONHASHSEED)
+
+    return run_dsgen(cmd[3:], env=env_extra, timeout=600)
 
 
 def test_same_file_in_processes_with_different_hash_seeds(tiny_lm_dir, tmp_path):
