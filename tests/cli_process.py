@@ -8,9 +8,14 @@ changes into the command's folder, takes the command's environment and arguments
 output going to files, runs its exit handlers and exits with the command's code. The test sees what a subprocess
 shows: exit code, stdout, stderr, a timeout that kills the process group.
 
-What a fork cannot give is an environment read while the libraries are imported (``HF_HUB_OFFLINE`` is read by
-``huggingface_hub`` at import, ``PYTHONHASHSEED`` at interpreter start). A command whose environment differs from the
-server's in anything but the variables dsgen reads when it runs (``RUNTIME_ENV``) is run by ``python -m dsgen.cli``.
+What a fork cannot change is what was read while the libraries were imported (``HF_HUB_OFFLINE`` is read by
+``huggingface_hub`` at import, ``PYTHONHASHSEED`` at interpreter start). So a server serves only commands whose
+environment equals its own but for the variables read when a command runs (``RUNTIME_ENV``); a command in another
+environment gets a server started in that one (the least recently used of ``MAX_SERVERS`` is stopped).
+
+A fork also finds modules imported that a new process would import only when asked: a command that used a module it
+never imported would pass here and fail for a user. The tests that start the real command (``python -m dsgen.cli``,
+the installed ``dsgen`` script of tests/test_install.py) cover that.
 """
 
 from __future__ import annotations
@@ -41,13 +46,9 @@ def _differs(a: dict[str, str], b: dict[str, str]) -> set[str]:
 class ForkServer:
     """One server process (started on the first command, stopped when the tests end) that forks a command per request."""
 
-    def __init__(self) -> None:
-        from dsgen.cli import quiet_libraries
-
+    def __init__(self, env: dict[str, str]) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="dsgen-cli-"))
         self.socket = self.folder / "s"
-        env = dict(os.environ)
-        quiet_libraries(env)  # set before the libraries are imported, as `dsgen` sets them at its start
         self.env = env
         self.proc = subprocess.Popen([sys.executable, "-c", "import sys; from tests.cli_process import serve; serve(sys.argv[1])",
                                       str(self.socket)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -93,24 +94,29 @@ class ForkServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_SERVER: ForkServer | None = None
+# one server per environment the tests run commands in (most run in the tests' own, some offline with HF_HUB_OFFLINE=1,
+# a few with a hash seed), least recently used first
+_SERVERS: list[ForkServer] = []
+MAX_SERVERS = 4
 
 
 def run_dsgen(args, env=None, cwd=None, timeout=900) -> subprocess.CompletedProcess:
     """``python -m dsgen.cli ARGS`` with ``env`` added to this process's environment, run in ``cwd``: its exit code,
     stdout and stderr (text); a fork of the server where the environment allows, else a new interpreter."""
-    global _SERVER
-    args = [str(a) for a in args]
     from dsgen.cli import quiet_libraries
 
+    args = [str(a) for a in args]
     full = {**os.environ, **(env or {})}
-    quiet_libraries(full)  # what the command sets first; the server set it before its imports
-    if _SERVER is None:
-        _SERVER = ForkServer()
-    if not _SERVER.can_run(full):
-        return subprocess.run([sys.executable, "-m", "dsgen.cli", *args], capture_output=True, text=True, env=full,
-                              cwd=cwd, timeout=timeout)
-    return _SERVER.run(args, _SERVER.command_env(full), cwd, timeout)
+    quiet_libraries(full)  # what the command sets first, before its imports (the server did the same)
+    server = next((s for s in _SERVERS if s.can_run(full)), None)
+    if server is None:
+        if len(_SERVERS) == MAX_SERVERS:
+            _SERVERS.pop(0).stop()
+        server = ForkServer(full)
+    else:
+        _SERVERS.remove(server)
+    _SERVERS.append(server)
+    return server.run(args, server.command_env(full), cwd, timeout)
 
 
 def _run_command(request: dict) -> None:
@@ -157,9 +163,6 @@ def _run_command(request: dict) -> None:
 
 def serve(path: str) -> None:
     """The server: import the libraries a command needs, then fork one process per request, one at a time."""
-    from dsgen.cli import quiet_libraries
-
-    quiet_libraries(os.environ)
     import sentence_transformers  # noqa: F401  (torch and transformers with it)
     import dsgen.api  # noqa: F401
     import dsgen.cli  # noqa: F401

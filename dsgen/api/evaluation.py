@@ -55,17 +55,18 @@ def evaluate(model: str, *, tasks: Sequence[str] | str | None = None, data_dir: 
     """
     from dsgen.artifacts import check_writable_target
     from dsgen.data.sts import using_data_dir
-    from dsgen.encoders import load_encoder
     from dsgen.evaluation.evaluator import StsEvaluator
     from dsgen.evaluation.tasks import parse_tasks
-    from dsgen.models import check_device
+    from dsgen.models import check_device, parse_encoder_spec
 
+    # every argument checked before torch and sentence-transformers are imported (seconds): bad input fails at once
     names = parse_tasks(task_text(tasks))
     if batch_size < 1:
         raise DsgenError(f"--batch-size must be at least 1 (got {batch_size})")
     device = device or "auto"
     preprocess = preprocess or "raw"
     check_device(device)
+    parse_encoder_spec(model)
     slug = model.strip("/").replace("/", "__").replace(":", "_")
     path = Path(json_out) if json_out is not None else Path("runs") / "eval" / f"{slug}.json"
     check_writable_target(path)
@@ -76,6 +77,8 @@ def evaluate(model: str, *, tasks: Sequence[str] | str | None = None, data_dir: 
 
         # a kept model folder carries the text template it was trained and scored with (GenSE's prompt)
         template = folder_template(Path(model)) if Path(model).is_dir() else None
+        from dsgen.encoders import load_encoder
+
         result = evaluator.evaluate(load_encoder(model, device), name=model, template=template)
     result.extra["evaluation_data"] = {"fingerprint": evaluator.fingerprint(), "preprocess": preprocess}
     result.save(path)
