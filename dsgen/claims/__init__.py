@@ -56,8 +56,10 @@ if the interval end it uses misses the true difference:
 So each claim's p-value is valid for its own wrong verdict: P(decided wrongly at t) <= t.
 
 **Two families.** *Instrument checks* (the control) are each tested alone at ``ALPHA``: they say
-whether the instrument (encoder, trainer, evaluation) works, not whether a paper is right, and a
-failed one puts every other row in doubt. *The papers' claims* are one family, whichever verdict
+whether the instrument (encoder, trainer, evaluation) works, not whether a paper is right. They **gate** the papers'
+family: unless every instrument check in the report is reproduced, no paper's claim gets a verdict (each is
+inconclusive, its row naming the check that failed and the verdict its test would have given); withholding verdicts
+can only lower the rate of wrong ones. *The papers' claims* are one family, whichever verdict
 each reaches, tested by Holm's step-down at ``ALPHA`` = 5% over their K p-values
 (:func:`dsgen.evaluation.statistics.holm`): in order of p, the claim at each step is decided if
 ``p < ALPHA / (K - j)``, j the decisions before it that free their share of the level, and the
@@ -290,6 +292,7 @@ class Verdict:
     step: float | None = None       # its Holm step's threshold, ALPHA / (K - j): j decisions before it free a share
     family: str = "papers"          # "papers" or "instrument"
     family_size: int = 1            # K: the claims with a p-value in its family (1 for an instrument check)
+    gate: str = ""                  # why the papers' family was not judged (an instrument check did not pass)
     alpha: float = ALPHA
     differences: dict[str, Any] = field(default_factory=dict, repr=False)  # role -> the differences tested
     data_seeds: int = 0             # of the runs the claim's methods share
@@ -310,6 +313,9 @@ class Verdict:
         """What would decide this claim if it is inconclusive (None when it is decided or has no test)."""
         if self.verdict != "inconclusive" or self.p is None:
             return None
+        if self.gate:
+            return PowerEstimate(None, None, self.threshold, "", self.train_seeds,
+                                 why="first the instrument checks must pass (more data seeds do not help a broken instrument)")
         rule = "ALPHA" if self.family == "instrument" else f"ALPHA / K = {self.alpha:g} / {self.family_size}"
         why = ("one dataset: the data seeds' spread is not measured" if self.data_seeds < 2 else
                "unequal training seeds per data seed: no plug-in estimate" if self.train_seeds is None else "")
@@ -408,13 +414,15 @@ def _decide(verdicts: list[Verdict], alpha: float, family: str) -> None:
 
 
 def judge_all(claims: list[Claim], scores: Scores, missing: dict[str, str] | None = None,
-              alpha: float = ALPHA) -> list[Verdict]:
+              alpha: float = ALPHA, gate: bool = True) -> list[Verdict]:
     """Verdicts of a set of claims (see the module docstring): each instrument check alone, the papers'
-    claims as one family, Holm-adjusted at ``alpha`` whichever verdict each reaches.
+    claims as one family, Holm-adjusted at ``alpha`` whichever verdict each reaches, and judged only if every
+    instrument check among ``claims`` is reproduced.
 
     Args:
         scores: per method, the 7-column average of every run.
         missing: method -> why it has no result (a run that produced no model), for the claim's row.
+        gate: False judges the papers' family whatever the instrument checks say (their rows still say it).
     """
     missing = missing or {}
     verdicts: list[Verdict] = []
@@ -438,10 +446,18 @@ def judge_all(claims: list[Claim], scores: Scores, missing: dict[str, str] | Non
         v.leading = min(v.p_values, key=v.p_values.get)
         v.p = v.p_values[v.leading]
         v.data_seeds, v.train_seeds = _design(scores[claim.method], *(scores[n] for n in used.values()))
-    for v in verdicts:
-        if v.family == "instrument":
-            _decide([v], alpha, "instrument")
-    _decide([v for v in verdicts if v.family == "papers"], alpha, "papers")
+    instruments = [v for v in verdicts if v.family == "instrument"]
+    for v in instruments:
+        _decide([v], alpha, "instrument")
+    papers = [v for v in verdicts if v.family == "papers"]
+    _decide(papers, alpha, "papers")
+    failed = [v for v in instruments if v.verdict != "reproduced"]
+    if gate and failed:
+        why = ("not judged: the instrument check " + ", ".join(f"{v.claim.id} ({v.verdict})" for v in failed)
+               + " did not pass")
+        for v in papers:
+            would = v.verdict + (f", {v.reason}" if v.reason and v.verdict == "inconclusive" else "")
+            v.gate, v.verdict, v.reason = why, "inconclusive", f"{why}; ungated, the family's test gives: {would}"
     return verdicts
 
 

@@ -80,7 +80,7 @@ def verdict_record(v: Verdict) -> dict[str, Any]:
             "claim": v.claim.id, "paper": v.claim.paper, "family": v.family, "verdict": v.verdict, "used": v.used,
             "intervals": {k: iv.to_dict() for k, iv in v.intervals.items()}, "half_width": v.half_width,
             "p_values": v.p_values, "p": v.p, "leading": v.leading, "p_holm": v.p_holm, "holm_step": v.step,
-            "family_size": v.family_size, "alpha": v.alpha, "reason": v.reason,
+            "family_size": v.family_size, "alpha": v.alpha, "reason": v.reason, "gate": v.gate or None,
             "to_decide": power.to_dict() if power else None})
 
 
@@ -102,13 +102,19 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
               f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
               "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "
               "differences; over training seeds when there is one dataset) and its half-width (±). Each claim is one "
-              f"test at level {ALPHA:.0%}, whichever verdict it reaches (`dsgen/claims/__init__.py` shows why): "
-              "**reproduced** (the 95% interval on the paper's side of 0; for 'close', the 90% interval within ± the "
-              "margin; for 'between', both one-sided 95% bounds on their side), **contradicted** (the 95% interval "
-              "on the other side; beyond ± the margin for 'close'), **no effect at this scale** (the 90% interval "
-              "within ± the margin of 0 while the paper's difference is not), **inconclusive** (the row says why: "
-              "too wide to decide even alone, stopped by the multiplicity step, or a method without a result). p: "
-              "the claim's p-value (the smallest of its verdicts', with the verdict it points to). The paper's "
+              "test at a threshold t, whichever verdict it reaches (`dsgen/claims/__init__.py` shows why): t = "
+              f"{ALPHA:.0%} for an instrument check, and for a paper's claim the threshold of its Holm step, "
+              f"{ALPHA:g} / (K - j) (K claims, j of them decided in a direction before it), {ALPHA:g} / K at the first "
+              "step. **reproduced**: the two-sided 1 - t interval on the paper's side of 0 (for 'close', the 1 - 2t "
+              "interval within ± the margin; for 'between', both one-sided 1 - t bounds on their side); "
+              "**contradicted**: the 1 - t interval on the other side (beyond ± the margin for 'close'); **no effect "
+              "at this scale**: the 1 - 2t interval within ± the margin of 0 while the paper's difference is not; "
+              "**inconclusive**: the row says why (too wide to decide even alone, stopped by the multiplicity step, "
+              "a method without a result, or not judged because an instrument check failed). "
+              + (f"With this report's K = {k}, the first step needs the {1 - ALPHA / k:.1%} interval for a direction "
+                 f"and the {1 - 2 * ALPHA / k:.1%} one for no effect; alone (t = {ALPHA:.0%}) they are the "
+                 f"{1 - ALPHA:.0%} and {1 - 2 * ALPHA:.0%} intervals; the Δ column shows the 95% one. " if k else "")
+              + "p: the claim's p-value (the smallest of its verdicts', with the verdict it points to). The paper's "
               "figures are as printed (DINO's Table 2: STS12-16 / STSb / SICK-R, with the derived 7-column "
               "average); they come from the papers' models and scale (GPT2-XL, RoBERTa/BERT, tens of thousands of "
               "pairs): compare directions, not levels. *What would decide it*: for an inconclusive claim, a plug-in "
@@ -119,11 +125,19 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
     if instruments:
         lines += ["## Instrument checks", "",
                   f"Tested alone at {ALPHA:.0%}, outside the papers' family: they say whether the encoder and trainer "
-                  "work at all, not whether a paper is right; if one fails, no verdict below can be trusted.", "",
+                  "work at all, not whether a paper is right. They gate the family below: its claims are judged only "
+                  "if every check here is reproduced.", "",
                   _table(instruments, means), ""]
+    gate = next((v.gate for v in papers if v.gate), "")
     lines += [] if not papers else ["## The papers' claims", "",
               f"One family: Holm's step-down over its {k} tested claims at {ALPHA:.0%}, whichever verdict each "
               "reaches, so that the verdicts hold together (Holm: the adjusted p).", "",
+              *([f"**Not judged**: {gate.removeprefix('not judged: ')}, so the instrument cannot be trusted to "
+                 "resolve a difference and no claim below gets a verdict; each row gives what the family's test "
+                 "would have said.", ""] if gate else
+                ["Gated by the instrument checks above, which all passed.", ""] if instruments else
+                ["**Ungated**: no instrument check is in this report (add `control` to the papers), so nothing "
+                 "shows that the encoder and trainer resolve a difference at all.", ""]),
               f"Verdicts: {counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
               f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
               _table(papers, means), ""]

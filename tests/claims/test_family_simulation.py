@@ -57,7 +57,9 @@ def simulate(n, means, n_data=3, n_train=3, seed=0, strict=False, **model):
     wrong = instrument_wrong = plain_wrong = 0
     rates: dict[tuple[str, str], float] = {}
     for _ in range(n):
-        verdicts = judge_all(CLAIMS, draw(rng, means, n_data, n_train, **model))
+        # the family's own procedure: ungated (the gate only withholds verdicts; under the null the control itself
+        # fails and would withhold them all, test_verdicts.py checks the gate)
+        verdicts = judge_all(CLAIMS, draw(rng, means, n_data, n_train, **model), gate=False)
         papers = [v for v in verdicts if v.family == "papers"]
         wrong += any(v.verdict != "inconclusive" and not right(v.claim, v.verdict, means, strict) for v in papers)
         instrument_wrong += any(v.verdict != "inconclusive" and not right(v.claim, v.verdict, means)

@@ -222,10 +222,11 @@ def test_the_report_shows_the_instrument_checks_apart_and_what_would_decide_each
     from dsgen.claims.report import claims_markdown, verdict_record
 
     ref, method = shifted([1.2, 2.0, 0.6])
-    verdicts = judge_all([claim(id="control", instrument=True)] + [claim(id=f"c{i}") for i in range(3)],
-                         {"a": method, "b": ref})
+    _, clear = shifted([5.02, 4.97, 5.01])
+    verdicts = judge_all([claim(id="control", instrument=True, method="h")] + [claim(id=f"c{i}") for i in range(3)],
+                         {"a": method, "b": ref, "h": clear})
     header = {"preset": "p", "encoders": ["e"], "png": "x.png", "runs": sorted(ref), "tasks": ["stsb"]}
-    text = claims_markdown(verdicts, {"a": 51.0, "b": 50.0}, header)
+    text = claims_markdown(verdicts, {"a": 51.0, "b": 50.0, "h": 55.0}, header)
     instruments, papers = text.split("## Instrument checks")[1].split("## The papers' claims")
     assert instruments.count("| P ") == 1 and papers.count("| P ") == 3
     assert "Holm's step-down over its 3 tested claims" in papers and "what would decide it" in papers
@@ -235,3 +236,43 @@ def test_the_report_shows_the_instrument_checks_apart_and_what_would_decide_each
     assert record["to_decide"]["data_seeds"] == verdicts[1].power().data_seeds
     assert record["to_decide"]["estimate"].startswith("plug-in") and record["to_decide"]["target_power"] == 0.8
     assert verdict_record(verdicts[0])["family"] == "instrument"
+
+
+def test_the_control_gates_the_papers_family():
+    """Issue 41, item 3: the papers' claims get verdicts only if every instrument check in the report is reproduced;
+    otherwise each is inconclusive, naming the check and what the family's test would have said, and nothing is
+    offered to decide it but a working instrument. ``gate=False`` judges them anyway."""
+    from dsgen.claims.report import claims_markdown, verdict_record
+
+    ref, flat = shifted([0.3, -0.4, 0.2])
+    _, clear = shifted([5.02, 4.97, 5.01])
+    scores = {"a": clear, "b": ref, "h": flat}
+    claims = [claim(id="control", instrument=True, method="h"), claim(id="c0")]
+    control, paper = judge_all(claims, scores)
+    assert control.verdict == "no effect" and paper.verdict == "inconclusive" and paper.p_holm < ALPHA
+    assert paper.gate == "not judged: the instrument check control (no effect) did not pass"
+    assert paper.reason.endswith("ungated, the family's test gives: reproduced")
+    assert "instrument checks must pass" in paper.power().text() and verdict_record(paper)["gate"] == paper.gate
+    header = {"preset": "p", "encoders": ["e"], "png": "x.png", "runs": sorted(ref), "tasks": ["stsb"]}
+    text = claims_markdown([control, paper], {"a": 55.0, "b": 50.0, "h": 50.0}, header)
+    assert "**Not judged**: the instrument check control (no effect) did not pass" in text
+    assert judge_all(claims, scores, gate=False)[1].verdict == "reproduced"
+    scores["h"] = clear  # the control passes: the family is judged
+    control, paper = judge_all(claims, scores)
+    assert control.verdict == paper.verdict == "reproduced" and not paper.gate
+    assert "Gated by the instrument checks above, which all passed" in claims_markdown([control, paper], {"a": 55.0, "b": 50.0, "h": 55.0}, header)
+    paper_only = claims_markdown(judge_all(claims[1:], scores), {"a": 55.0, "b": 50.0}, header)
+    assert "**Ungated**: no instrument check is in this report" in paper_only
+
+
+def test_the_header_gives_the_interval_each_verdict_needs_at_its_holm_step():
+    """Issue 41, item 5: inside the Holm family a verdict needs a wider interval than alone: 1 - ALPHA / K for a
+    direction and 1 - 2 ALPHA / K for no effect at the first step (K = 6: 99.2% and 98.3%), 95% and 90% alone."""
+    from dsgen.claims.report import claims_markdown
+
+    ref, method = shifted([1.2, 2.0, 0.6])
+    verdicts = judge_all([claim(id=f"c{i}") for i in range(6)], {"a": method, "b": ref})
+    header = {"preset": "p", "encoders": ["e"], "png": "x.png", "runs": sorted(ref), "tasks": ["stsb"]}
+    text = claims_markdown(verdicts, {"a": 51.0, "b": 50.0}, header)
+    assert "With this report's K = 6, the first step needs the 99.2% interval for a direction and the 98.3% one" in text
+    assert "0.05 / (K - j)" in text and "the 90% interval within" not in text
