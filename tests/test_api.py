@@ -72,7 +72,19 @@ def test_compare_returns_the_table_the_command_line_writes(preset, tmp_path, sts
     assert [x for x in cli_md if not x.startswith("dsgen")] == [x for x in md.splitlines() if not x.startswith("dsgen")]
 
 
-def test_judge_claims_returns_verdict_records_and_writes_them(preset, tmp_path, sts_data_dir, monkeypatch):
+@pytest.fixture
+def checkout(monkeypatch):
+    """Set the git state dsgen reads of its checkout (commit, dirty) for this test, as a clean or an edited tree
+    would give it; the runs made record it."""
+    import dsgen.artifacts
+
+    def at(commit, dirty=False):
+        monkeypatch.setattr(dsgen.artifacts, "_GIT", {"commit": commit, "dirty": dirty})
+    at("a" * 40)
+    return at
+
+
+def test_judge_claims_returns_verdict_records_and_writes_them(preset, tmp_path, sts_data_dir, monkeypatch, checkout):
     monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
     report = dsgen.judge_claims("control", preset=str(preset), out=tmp_path / "runs", progress=False,
                                 publish=tmp_path / "published", command="my notebook")
@@ -84,8 +96,57 @@ def test_judge_claims_returns_verdict_records_and_writes_them(preset, tmp_path, 
     assert report.table.loc["human-beats-untrained", "verdict"] == record["verdict"]
     saved = json.loads(report.paths["json"].read_text())
     assert saved["verdicts"] == json.loads(json.dumps(report.records))
-    assert "my notebook" in report.paths["markdown"].read_text()
+    md = report.paths["markdown"].read_text()
+    assert "my notebook" in md and "(preset `mock`, exploratory)" in md and "--confirm <claim id" in md
     assert [p.name for p in report.published] == ["claims-control.md", "claims-control.png", "claims-control.json"]
+    # one clean commit: said in the report, each run's commit in the JSON
+    assert f"Made at one clean commit: 4 method runs at {'a' * 7} (clean)" in md
+    assert saved["provenance"]["clean"] and {r["commit"] for r in saved["provenance"]["runs"]} == {"a" * 40}
+    # per test set, descriptive, beside the tested average
+    assert "## Per test set (descriptive)" in md
+    assert set(saved["per_task"]["human-beats-untrained"]["reference"]) == {"sts16"}
+
+
+def test_publishing_claims_needs_one_clean_commit(preset, tmp_path, sts_data_dir, monkeypatch, checkout):
+    monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
+    common = dict(preset=str(preset), out=tmp_path / "runs", progress=False, publish=tmp_path / "published")
+    checkout("a" * 40, dirty=True)
+    with pytest.raises(DsgenError, match="uncommitted changes: commit them .* or pass --allow-mixed"):
+        dsgen.judge_claims("control", **common)
+    assert not (tmp_path / "runs").exists()  # refused before any run
+    dsgen.judge_claims("control", allow_mixed=True, **common)  # made from the edited tree
+    published = (tmp_path / "published" / "mock" / "claims-control.md").read_bytes()
+    checkout("b" * 40)
+    with pytest.raises(DsgenError, match="made at this clean commit \\(bbbbbbb\\), but: 4 method runs at aaaaaaa \\(dirty tree\\)"):
+        dsgen.judge_claims("control", **common)
+    assert (tmp_path / "published" / "mock" / "claims-control.md").read_bytes() == published  # nothing published
+    mixed = dsgen.judge_claims("control", allow_mixed=True, **common)
+    md = mixed.published[0].read_text()
+    assert "**Mixed commits** (published with `--allow-mixed`): 4 method runs at aaaaaaa (dirty tree)" in md
+    assert json.loads(mixed.paths["json"].read_text())["provenance"]["clean"] is False
+
+
+def test_a_confirmation_runs_fresh_data_seeds_and_tests_the_claims_alone(preset, tmp_path, sts_data_dir, monkeypatch):
+    from dsgen.claims.confirm import CONFIRM_FIRST
+
+    monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
+    common = dict(preset=str(preset), out=tmp_path / "runs", progress=False)
+    with pytest.raises(DsgenError, match="unknown claim 'human-beats-untrainde' \\(did you mean 'human-beats-untrained'"):
+        dsgen.judge_claims("control", confirm="human-beats-untrainde", **common)
+    with pytest.raises(DsgenError, match="cannot plan the confirmation of 'human-beats-untrained': one dataset"):
+        dsgen.judge_claims("control", confirm="human-beats-untrained", **common)  # the preset has one data seed
+    report = dsgen.judge_claims("control", confirm="human-beats-untrained", confirm_data_seeds=2, **common)
+    confirmed = report.confirmation
+    assert report.stage == "exploratory" and confirmed.stage == "confirmatory"
+    assert report.runs == [(42, 1), (42, 2)]
+    assert confirmed.runs == [(CONFIRM_FIRST, 1), (CONFIRM_FIRST, 2), (CONFIRM_FIRST + 1, 1), (CONFIRM_FIRST + 1, 2)]
+    assert [v.claim.id for v in confirmed.verdicts] == ["human-beats-untrained"]
+    assert confirmed.paths["markdown"].name == "claims-control-confirm-human-beats-untrained.md"
+    md = confirmed.paths["markdown"].read_text()
+    assert "(preset `mock`, confirmatory)" in md and "2 fresh data seeds (1001-1002) that it never used, a number given with `--confirm-data-seeds 2`" in md
+    saved = json.loads(confirmed.paths["json"].read_text())
+    assert saved["stage"] == "confirmatory" and saved["plans"][0]["why"].startswith("one dataset")
+    assert {r["data_seed"] for r in saved["provenance"]["runs"]} == {CONFIRM_FIRST, CONFIRM_FIRST + 1}
 
 
 def test_regress_returns_its_checks_and_whether_they_passed(tmp_path, tiny_encoder_dir, sts_data_dir):
@@ -119,6 +180,11 @@ BAD = [
     (lambda o: dsgen.run("base", preset="smoke", device="tpu", out=o), "unknown device 'tpu'"),
     (lambda o: dsgen.curve(["base"], preset="smoke", sizes=[0], out=o), "--sizes must be positive"),
     (lambda o: dsgen.judge_claims(["nope"], preset="smoke", out=o), "unknown paper 'nope'"),
+    (lambda o: dsgen.judge_claims(["dino"], preset="smoke", confirm="dino-beats-base", out=o),
+     "unknown claim 'dino-beats-base' (did you mean 'dino-x2-beats-untrained'"),
+    (lambda o: dsgen.judge_claims(["control"], preset="smoke", confirm_data_seeds=3, out=o), "give the claims with --confirm"),
+    (lambda o: dsgen.judge_claims(["control"], preset="smoke", confirm="human-beats-untrained", confirm_data_seeds=1,
+                                  out=o), "--confirm-data-seeds must be at least 2"),
     (lambda o: dsgen.regress(tolerance=-1, out=o), "--tolerance must be non-negative"),
     (lambda o: dsgen.regress(methods=["base"], out=o), "methods go with --update"),
     (lambda o: dsgen.analyze("dino", out=o), "records no SDI importance"),

@@ -145,6 +145,54 @@ class NoResult(DsgenError):
         self.failures = failures
 
 
+def run_commits(results: dict[str, list[Result]]) -> list[dict[str, Any]]:
+    """Each run's provenance, in (method, data seed, training seed) order: the commit it was made at and whether the
+    tree was dirty (None for both outside a git checkout)."""
+    rows = [{"method": m, "data_seed": r.run[0], "seed": r.run[1], "commit": r.versions.get("dsgen_git_commit"),
+             "dirty": r.versions.get("dsgen_git_dirty")} for m, rs in results.items() for r in rs]
+    return sorted(rows, key=lambda x: (x["method"], x["data_seed"] or 0, x["seed"] or 0))
+
+
+def commits_text(rows: list[dict[str, Any]]) -> str:
+    """``12 method runs at 5d8eb1b (clean), 3 method runs at 04129ae (dirty tree)``: the runs counted by commit."""
+    counts: dict[tuple[Any, Any], int] = {}
+    for x in rows:
+        counts[(x["commit"], x["dirty"])] = counts.get((x["commit"], x["dirty"]), 0) + 1
+    parts = [f"{n} method run{'s' if n != 1 else ''} at " + (f"{c[:7]} ({'dirty tree' if d else 'clean'})" if c else
+                                                     "an unknown commit (not a git checkout)")
+             for (c, d), n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+    return ", ".join(parts)
+
+
+def check_clean(allow_mixed: bool) -> None:
+    """Before any run of a command that publishes: a one-line error unless dsgen runs from a clean checkout (or
+    ``allow_mixed``)."""
+    from dsgen.artifacts import git_state
+
+    state = git_state()
+    if allow_mixed or (state["commit"] and state["dirty"] is False):
+        return
+    where = ("dsgen does not run from a git checkout, so its runs' commit is unknown" if not state["commit"] else
+             f"the checkout at {state['commit'][:7]} has uncommitted changes" if state["dirty"] else
+             "git could not say whether the checkout has uncommitted changes")
+    raise DsgenError(f"--publish writes one report per clean commit, and {where}: commit them (or publish from a "
+                     "clean checkout), or pass --allow-mixed to publish with each run's commit listed")
+
+
+def published_provenance(results: dict[str, list[Result]], allow_mixed: bool) -> dict[str, Any]:
+    """What a published report says about the commits its runs were made at; a one-line error when they are not
+    all this checkout's clean commit, unless ``allow_mixed`` (then the report flags them)."""
+    from dsgen.artifacts import git_state
+
+    rows, head = run_commits(results), git_state()["commit"]
+    clean = bool(rows) and all(x["commit"] == head and x["dirty"] is False for x in rows) and head is not None
+    if not clean and not allow_mixed:
+        raise DsgenError(f"--publish needs every run made at this clean commit ({(head or 'unknown')[:7]}), but: "
+                         f"{commits_text(rows)}; rerun them here into a new --out, or pass --allow-mixed to publish "
+                         "with each run's commit listed")
+    return {"commit": head, "clean": clean, "summary": commits_text(rows), "runs": rows}
+
+
 def publish(paths: dict[str, Path], folder: str | Path | None, preset: str) -> list[Path]:
     """Copy written tables into ``folder/<preset>/`` (an explicit choice, e.g. the committed ``results/``)."""
     if folder is None:
@@ -201,4 +249,5 @@ def records_call(func: Callable[..., Any]) -> Callable[..., Any]:
     return with_command
 
 
-__all__ = ["NoResult", "OnResult", "Report", "RunSettings", "call_text", "method_list", "publish", "records_call"]
+__all__ = ["NoResult", "OnResult", "Report", "RunSettings", "call_text", "check_clean", "commits_text", "method_list",
+           "publish", "published_provenance", "records_call", "run_commits"]

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsgen.api.common import OnResult, Report, RunSettings, records_call
+from dsgen.api.common import (OnResult, Report, RunSettings, check_clean, commits_text, published_provenance,
+                              records_call, run_commits)
 from dsgen.api.common import publish as publish_tables  # ``publish`` is also an argument's name
 from dsgen.errors import DsgenError
 from dsgen.orchestration import Seeds
@@ -23,12 +24,18 @@ class Claims(Report):
         verdicts: one :class:`~dsgen.claims.Verdict` per claim (the test behind it).
         scores: per method with every run, the 7-column average of each (data seed, training seed) run.
         figures: the papers' headline figures no comparison here can test.
+        stage: ``exploratory`` (the runs chose what to confirm) or ``confirmatory`` (fresh data seeds, planned before).
+        plans: a confirmation's plan per claim (:class:`~dsgen.claims.confirm.ConfirmPlan`).
+        confirmation: the confirmation's report, when ``confirm`` named claims.
     """
 
     papers: list[str] = field(default_factory=list)
     verdicts: list[Any] = field(default_factory=list, repr=False)
     scores: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict, repr=False)
     figures: list[Any] = field(default_factory=list, repr=False)
+    stage: str = "exploratory"
+    plans: list[Any] = field(default_factory=list, repr=False)
+    confirmation: "Claims | None" = field(default=None, repr=False)
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -79,21 +86,26 @@ def judge_claims(papers: Sequence[str] | str | None = None, *, preset: str = "cp
            encoder: str | None = None, device: str | None = None, preprocess: str | None = None,
            save_model: bool = False, backend: str = "local", address: str | None = None, workers: int | None = None,
            cpus_per_worker: int | None = None, out: str | Path = "runs", publish: str | Path | None = None,
-           data_dir: str | None = None, progress: bool = True, on_result: OnResult | None = None,
-           console: Any = None, command: str | None = None) -> Claims:
+           allow_mixed: bool = False, confirm: Sequence[str] | str | None = None,
+           confirm_data_seeds: int | None = None, data_dir: str | None = None, progress: bool = True,
+           on_result: OnResult | None = None, console: Any = None, command: str | None = None) -> Claims:
     """Test the papers' claims: run (or reuse) every method they involve, judge each claim (one test, the papers'
     claims Holm-adjusted as one family; :mod:`dsgen.claims`), and write the report (Markdown, PNG, JSON) under
-    ``out/tables/<preset>/``. ``papers``: see :func:`chosen_papers`. The other arguments are
+    ``out/tables/<preset>/``. Its verdicts are exploratory. ``papers``: see :func:`chosen_papers`.
+
+    ``confirm``: claim ids (a list, or comma-separated) to confirm after the exploratory report
+    (:mod:`dsgen.claims.confirm`): that many fresh data seeds as the exploratory run plans (``confirm_data_seeds``
+    replaces the plan), the named claims tested on them alone as a new family, written as a second report
+    (``Claims.confirmation``). ``publish`` needs every run made at this checkout's clean commit, unless
+    ``allow_mixed`` (each run's commit is then listed). The other arguments are
     :class:`~dsgen.api.common.RunSettings`.
 
     Example:
         >>> report = dsgen.judge_claims(["control"], preset="smoke", seeds=[1, 2])  # doctest: +SKIP
         >>> report.table[["verdict", "p_holm"]]
     """
-    from dsgen.artifacts import atomic_open, write_json
-    from dsgen.claims import FOUNDING, claim_methods, judge_all, load_claims, load_figures
-    from dsgen.claims.report import claims_chart, claims_markdown, verdict_record
-    from dsgen.models import describe_encoder
+    from dsgen.claims import claim_methods, load_claims, load_figures
+    from dsgen.claims.confirm import seeds_to_run
 
     settings = RunSettings(preset=preset, seeds=seeds, data_seeds=data_seeds, generator=generator, base_url=base_url,
                            encoder=encoder, device=device, preprocess=preprocess, save_model=save_model,
@@ -103,29 +115,88 @@ def judge_claims(papers: Sequence[str] | str | None = None, *, preset: str = "cp
     tested, figures = load_claims(chosen), load_figures(chosen)
     if not tested:
         raise DsgenError(f"the papers {', '.join(chosen)} make no claim a comparison here can test (only figures)")
-    names = claim_methods(tested)
-    planned, results, failures = settings.run_methods(names, on_result, console)
+    ids = confirmed_ids(confirm, tested)
+    if confirm_data_seeds is not None and not ids:
+        raise DsgenError("--confirm-data-seeds sets the data seeds of a confirmation: give the claims with --confirm")
+    if confirm_data_seeds is not None:
+        seeds_to_run([], confirm_data_seeds)  # checked before any run
+    if publish is not None:
+        check_clean(allow_mixed)
+    planned, results, failures = settings.run_methods(claim_methods(tested), on_result, console)
+    report = _report(planned, results, failures, tested, figures, chosen, settings, allow_mixed, command or "")
+    if not ids:
+        return report
+    from dataclasses import replace
+
+    from dsgen.claims.confirm import confirmation_seeds, plan_confirmation
+
+    confirmed = [c for c in tested if c.id in ids or c.instrument]  # the instrument checks gate this family too
+    plans = plan_confirmation(report.verdicts, [c.id for c in confirmed])
+    fresh = confirmation_seeds(seeds_to_run([x for x in plans if x.claim.id in ids], confirm_data_seeds),
+                               {d for d, _ in report.runs})
+    again = replace(settings, data_seeds=fresh, seeds=sorted({t for _, t in report.runs}))
+    planned2, results2, failures2 = again.run_methods(claim_methods(confirmed), on_result, console)
+    report.confirmation = _report(planned2, results2, failures2, confirmed, [], chosen, again, allow_mixed,
+                                  command or "", plans=plans, suffix="-confirm-" + "-".join(ids), given=confirm_data_seeds)
+    return report
+
+
+def confirmed_ids(confirm: Sequence[str] | str | None, tested: list[Any]) -> list[str]:
+    """The claim ids to confirm (a list, or comma-separated), each one of ``tested``; a one-line error otherwise."""
+    if isinstance(confirm, str):
+        confirm = [x.strip() for x in confirm.split(",") if x.strip()]
+    ids = list(dict.fromkeys(confirm or []))
+    known = [c.id for c in tested]
+    for i in ids:
+        if i not in known:
+            from dsgen.suggest import unknown
+
+            raise DsgenError(unknown("claim", i, known) + " (--confirm takes claim ids of the chosen papers)")
+    return ids
+
+
+def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], tested: list[Any], figures: list[Any],
+            chosen: list[str], settings: RunSettings, allow_mixed: bool, command: str,
+            plans: list[Any] | None = None, suffix: str = "", given: int | None = None) -> Claims:
+    """Judge ``tested`` on the runs and write one report (exploratory, or confirmatory with its ``plans``), named
+    ``claims[-<papers>]<suffix>``."""
+    from dsgen.artifacts import atomic_open, write_json
+    from dsgen.claims import FOUNDING, judge_all
+    from dsgen.claims.report import claims_chart, claims_markdown, per_task_intervals, verdict_record
+    from dsgen.models import describe_encoder
+
     p, runs = planned.preset, planned.runs
     failed = {f.method for f in failures}
     scores = {m: {r.run: r.average for r in rs} for m, rs in results.items() if len(rs) == len(runs) and m not in failed}
     means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
-    seed_list = sorted({s for _, s in runs})
     verdicts = judge_all(tested, scores, missing={f.method: f.reason for f in failures})
+    per_task = per_task_intervals(verdicts, {m: {r.run: {t: x.spearman for t, x in r.tasks.items()} for r in results[m]}
+                                             for m in scores}, list(p.tasks))
+    provenance = (published_provenance(results, allow_mixed) if settings.publish is not None else
+                  {"summary": commits_text(run_commits(results)), "runs": run_commits(results)})
+    stage = "confirmatory" if plans is not None else "exploratory"
     folder = planned.runner.out / "tables" / p.name
-    stem = "claims" if sorted(chosen) == sorted(FOUNDING) else "claims-" + "-".join(chosen)
+    stem = ("claims" if sorted(chosen) == sorted(FOUNDING) else "claims-" + "-".join(chosen)) + suffix
     paths = {"markdown": folder / f"{stem}.md", "png": folder / f"{stem}.png", "json": folder / f"{stem}.json"}
+    seed_list = sorted({s for _, s in runs})
     header = {"preset": p.name, "seeds": seed_list, "runs": runs, "tasks": list(p.tasks), "png": paths["png"].name,
-              "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs})}
-    claims_chart(verdicts, paths["png"], f"claims, preset {p.name}, {len(runs)} runs")
+              "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs}),
+              "stage": stage, "plans": plans, "per_task": per_task, "provenance": provenance, "given_seeds": given}
+    claims_chart(verdicts, paths["png"], f"claims ({stage}), preset {p.name}, {len(runs)} runs")
     with atomic_open(paths["markdown"]) as fh:
-        fh.write(claims_markdown(verdicts, means, header, command or "", figures, failures))
-    write_json(paths["json"], {"preset": p.name, "seeds": seed_list, "runs": [list(r) for r in runs],
+        fh.write(claims_markdown(verdicts, means, header, command, figures, failures))
+    write_json(paths["json"], {"preset": p.name, "stage": stage, "seeds": seed_list, "runs": [list(r) for r in runs],
                                "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
                                "failures": [{"method": f.method, "data_seed": f.data_seed, "seed": f.seed,
                                              "reason": f.reason} for f in failures],
-                               "verdicts": [verdict_record(v) for v in verdicts]})
+                               "verdicts": [verdict_record(v) for v in verdicts],
+                               "per_task": {c: {r: {t: iv.to_dict() for t, iv in by.items()} for r, by in roles.items()}
+                                            for c, roles in per_task.items()},
+                               "plans": [x.to_dict() for x in plans] if plans is not None else None,
+                               "confirm_data_seeds_given": given,
+                               "provenance": provenance})
     return Claims(p, runs, results, failures, paths, publish_tables(paths, settings.publish, p.name), papers=chosen,
-                  verdicts=verdicts, scores=scores, figures=figures)
+                  verdicts=verdicts, scores=scores, figures=figures, stage=stage, plans=plans or [])
 
 
-__all__ = ["Claims", "chosen_papers", "judge_claims"]
+__all__ = ["Claims", "chosen_papers", "confirmed_ids", "judge_claims"]

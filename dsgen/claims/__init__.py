@@ -152,6 +152,13 @@ class Claim:
             return None
         return self.paper_method - self.paper_reference
 
+    @property
+    def offers_no_effect(self) -> bool:
+        """Whether "no effect" is one of the claim's verdicts: a ``greater`` / ``less`` claim whose paper difference
+        lies beyond the margin or is not given ("no effect" says more than the paper's own difference only then)."""
+        paper = self.paper_difference
+        return self.kind in ("greater", "less") and (paper is None or abs(paper) > self.margin)
+
     def paper_text(self) -> str:
         """The paper's figures as printed, with the derived 7-column average where they are columns."""
         def shown(role: str, value: float | None) -> str:
@@ -346,10 +353,32 @@ def verdict_p_values(claim: Claim, differences: dict[str, Any]) -> dict[str, flo
                 "contradicted": doubled(min(p("reference", m, "greater"), p("reference", -m, "less")))}
     side, other = ("greater", "less") if claim.kind == "greater" else ("less", "greater")
     out = {"reproduced": doubled(p("reference", 0, side)), "contradicted": doubled(p("reference", 0, other))}
-    paper = claim.paper_difference
-    if paper is None or abs(paper) > m:  # "no effect" says more than the paper's own difference only then
+    if claim.offers_no_effect:
         out["no effect"] = equivalent
     return out
+
+
+def power_tests(claim: Claim, stats: dict[str, tuple[float, float]], threshold: float) -> dict[str, Any]:
+    """For each verdict the claim can reach, its test's power at ``threshold`` as a function of the data seeds,
+    if each role's (mean, sd) of the data seeds' mean differences in ``stats`` is the truth."""
+    m, half = claim.margin, threshold / 2  # a doubled p-value below t is a one-sided one below t / 2
+    tests: dict[str, Any] = {}
+    if claim.kind == "between":
+        (lo, slo), (up, sup) = stats["lower"], stats["upper"]
+        tests["reproduced"] = lambda n: max(0.0, t_power(lo, slo, n, threshold) + t_power(-up, sup, n, threshold) - 1)
+        tests["contradicted"] = lambda n: max(t_power(-lo, slo, n, half), t_power(up, sup, n, half))
+        return tests
+    d, sd = stats["reference"]
+    sign = -1.0 if claim.kind == "less" else 1.0
+    if claim.kind == "close":
+        tests["reproduced"] = lambda n: tost_power(d, sd, n, m, threshold)
+        tests["contradicted"] = lambda n: t_power(d - m, sd, n, half) + t_power(-d - m, sd, n, half)
+        return tests
+    tests["reproduced"] = lambda n: t_power(sign * d, sd, n, half)
+    tests["contradicted"] = lambda n: t_power(-sign * d, sd, n, half)
+    if claim.offers_no_effect:
+        tests["no effect"] = lambda n: tost_power(d, sd, n, m, threshold)
+    return tests
 
 
 def claim_power(claim: Claim, differences: dict[str, Any], threshold: float, rule: str,
@@ -357,26 +386,7 @@ def claim_power(claim: Claim, differences: dict[str, Any], threshold: float, rul
     """The plug-in estimate of :meth:`Verdict.power`: for each verdict the claim can reach, the fewest
     data seeds at which its test at ``threshold`` has 80% power if the observed mean differences and
     spreads are the truth; the verdict that needs the fewest is reported."""
-    stats = {role: mean_sd(d) for role, d in differences.items()}
-    m, half = claim.margin, threshold / 2  # a doubled p-value below t is a one-sided one below t / 2
-    tests: dict[str, Any] = {}
-    if claim.kind == "between":
-        (lo, slo), (up, sup) = stats["lower"], stats["upper"]
-        tests["reproduced"] = lambda n: max(0.0, t_power(lo, slo, n, threshold) + t_power(-up, sup, n, threshold) - 1)
-        tests["contradicted"] = lambda n: max(t_power(-lo, slo, n, half), t_power(up, sup, n, half))
-    else:
-        d, sd = stats["reference"]
-        sign = -1.0 if claim.kind == "less" else 1.0
-        if claim.kind == "close":
-            tests["reproduced"] = lambda n: tost_power(d, sd, n, m, threshold)
-            tests["contradicted"] = lambda n: t_power(d - m, sd, n, half) + t_power(-d - m, sd, n, half)
-        else:
-            tests["reproduced"] = lambda n: t_power(sign * d, sd, n, half)
-            tests["contradicted"] = lambda n: t_power(-sign * d, sd, n, half)
-    applicable = verdict_p_values(claim, differences)
-    if "no effect" in applicable:
-        d, sd = stats["reference"]
-        tests["no effect"] = lambda n: tost_power(d, sd, n, m, threshold)
+    tests = power_tests(claim, {role: mean_sd(d) for role, d in differences.items()}, threshold)
     best = None
     for verdict, power_at in tests.items():
         seeds = data_seeds_for_power(power_at)

@@ -58,6 +58,72 @@ def _table(verdicts: list[Verdict], means: dict[str, float]) -> str:
     return pd.DataFrame(rows).to_markdown(index=False)
 
 
+def per_task_intervals(verdicts: list[Verdict], task_scores: dict[str, dict[Any, dict[str, float]]],
+                       tasks: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each judged claim's difference per test set, paired by run as the average's is, with its 95% interval
+    (descriptive: the 7-column average stays the tested quantity): claim -> role -> task -> interval.
+    ``task_scores``: method -> run -> task -> Spearman x 100."""
+    from dsgen.evaluation.statistics import nested_interval
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for v in verdicts:
+        if not v.intervals:
+            continue
+        method = task_scores[v.claim.method]
+        out[v.claim.id] = {role: {t: nested_interval({r: s[t] for r, s in task_scores[name].items()},
+                                                     {r: s[t] for r, s in method.items()}) for t in tasks}
+                           for role, name in v.used.items()}
+    return out
+
+
+def _per_task_table(verdicts: list[Verdict], per_task: dict[str, dict[str, dict[str, Any]]], tasks: list[str]) -> str:
+    import pandas as pd
+
+    from dsgen.reports.tables import TASK_LABELS
+
+    rows = []
+    for v in verdicts:
+        for role, by_task in per_task.get(v.claim.id, {}).items():
+            row = {"claim": f"`{v.claim.id}`", "Δ": f"`{v.claim.method}` - `{v.used[role]}`"}
+            row.update({TASK_LABELS.get(t, t): by_task[t].text() for t in tasks})
+            row["avg. (tested)"] = v.intervals[role].text()
+            rows.append(row)
+    return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def _confirmation_lines(header: dict[str, Any]) -> list[str]:
+    """The header of a confirmation (what it tests and how its data seeds were chosen), or of an exploratory
+    report (that its verdicts are exploratory, and how to confirm one)."""
+    from dsgen.claims.confirm import CONFIRM_FIRST, PLAUSIBLE
+
+    if header.get("stage") != "confirmatory":
+        return ["**Exploratory.** These verdicts are those of the runs that suggest what to test. Adding data seeds "
+                "to this run after reading it and testing again spends the 5% level twice (optional stopping); to "
+                "confirm a claim, run the same command with `--confirm <claim id,...>`: fresh data seeds (from "
+                f"{CONFIRM_FIRST} on, never used here), as many as this run plans for 80% power over the effects "
+                f"its {PLAUSIBLE:.0%} interval finds plausible, test the named claims alone as a new family "
+                "(`dsgen/claims/confirm.py`).", ""]
+    fresh = sorted({d for d, _ in header["runs"]})
+    rows = [{"claim": x.claim.id, "exploratory": x.exploratory, "confirms": x.verdict,
+             f"plausible ({PLAUSIBLE:.0%} interval)": "; ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in x.plausible.values())
+             or "-", "planned at (Δ, sd)": "; ".join(f"{d:+.2f}, {sd:.2f}" for d, sd in x.planned.values()) or "-",
+             "data seeds needed": x.data_seeds if x.data_seeds is not None else "-",
+             "power there": f"{x.power:.0%}" if x.power is not None else (x.why or "-")} for x in header["plans"]]
+    import pandas as pd
+
+    number = (f"a number given with `--confirm-data-seeds {header['given_seeds']}` (a departure from the plan "
+              "below, which is" if header.get("given_seeds") else "a number") + (
+        " fixed from the exploratory run alone before any of them ran: the fewest giving each claim's verdict 80% "
+        f"power at the plausible effect hardest to find (the end of the exploratory {PLAUSIBLE:.0%} interval nearest "
+        "the test's null, at least the margin from it; the sd at its upper 80% bound; `dsgen/claims/confirm.py`)")
+    number += ")" if header.get("given_seeds") else ""
+    return ["**Confirmatory.** The claims below were chosen from an exploratory run and are tested here on "
+            f"{len(fresh)} fresh data seeds ({fresh[0]}-{fresh[-1]}) that it never used, {number}. "
+            "They are one new family at 5%, gated by the instrument checks on the same fresh runs. A confirmation is "
+            "one test: rerunning it with more data seeds after reading it is the optional stopping it avoids.", "",
+            pd.DataFrame(rows).to_markdown(index=False), ""]
+
+
 def undefined_as_null(value: Any) -> Any:
     """``value`` with every non-finite number (an interval or p-value that is not defined, e.g. over one data seed) as
     None: JSON has no NaN, and dsgen's JSON writer refuses one."""
@@ -96,8 +162,14 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
     papers = [v for v in verdicts if v.family != "instrument"]
     k = papers[0].family_size if papers else 0
     counts = {key: sum(v.verdict == key for v in papers) for key in MARKS}
-    lines = [f"# The papers' claims, tested (preset `{header['preset']}`)", ""]
+    stage = header.get("stage", "exploratory")
+    lines = [f"# The papers' claims, tested (preset `{header['preset']}`, {stage})", ""]
     lines += command_block(command)
+    provenance = header.get("provenance")
+    if provenance:
+        lines += [("Made at one clean commit: " if provenance.get("clean") else
+                   "**Mixed commits** (published with `--allow-mixed`): " if "clean" in provenance else
+                   "Runs: ") + f"{provenance['summary']} (each run's commit is in the JSON file).", ""]
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])}. Scores are "
               f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
               "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "
@@ -121,7 +193,9 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
               f"power estimate (the observed mean difference and spread of the data seeds' means taken as true) of "
               f"the fewest data seeds, at this run's training seeds each, for {POWER:.0%} power at the strictest "
               f"threshold its family can ask ({ALPHA:g} / K, enough whatever the other claims do): a guide, not a "
-              "promise, since the observed difference is itself noisy.", ""]
+              "promise, since the observed difference is itself noisy, and not a number of seeds to add to this run "
+              "(a confirmation plans its own over the plausible effects).", ""]
+    lines += _confirmation_lines(header)
     if instruments:
         lines += ["## Instrument checks", "",
                   f"Tested alone at {ALPHA:.0%}, outside the papers' family: they say whether the encoder and trainer "
@@ -141,6 +215,12 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
               f"Verdicts: {counts['reproduced']} reproduced, {counts['contradicted']} contradicted, "
               f"{counts['no effect']} no effect at this scale, {counts['inconclusive']} inconclusive.", "",
               _table(papers, means), ""]
+    if header.get("per_task"):
+        lines += ["## Per test set (descriptive)", "",
+                  "Each claim's difference on each test set, paired by run as the average's, with its 95% interval. "
+                  "Gains from synthetic data are often local to some test sets; the verdicts test the average "
+                  "(last column) only, so these intervals are not tests and carry no multiplicity correction.", "",
+                  _per_task_table(verdicts, header["per_task"], header["tasks"]), ""]
     lines += ["Notes:", ""] + [f"- `{v.claim.id}`: {v.claim.note}" for v in verdicts if v.claim.note]
     if failures:
         lines += ["", "Failed runs (no score: a method with any is not compared, and its claims are inconclusive):", ""]

@@ -31,23 +31,36 @@ def claims_cmd(
     cpus_per_worker: o.CpusPerWorker = None,
     out: o.RunsFolder = Path("runs"),
     publish: o.Publish = None,
+    allow_mixed: Annotated[bool, typer.Option(
+        "--allow-mixed", help="Publish even when the runs were made at other commits or from a dirty tree (the report "
+                              "lists each run's commit and flags it).")] = False,
+    confirm: Annotated[Optional[str], typer.Option(
+        help="Comma-separated claim ids to confirm after the exploratory report: fresh data seeds, as many as it plans "
+             "for 80% power, the claims tested on them alone as a new family.")] = None,
+    confirm_data_seeds: Annotated[Optional[int], typer.Option(
+        help="With --confirm: run this many fresh data seeds instead of the planned number (a departure).")] = None,
     data_dir: o.DataDir = None,
     quiet: o.Quiet = False,
 ) -> None:
-    """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG)."""
+    """Test the papers' claims: run (or reuse) every method they involve; one verdict per claim (Markdown + PNG).
+    The verdicts are exploratory; --confirm tests named claims again on fresh data seeds."""
     from dsgen.api import judge_claims
 
     shown = console()
     report = judge_claims(papers, preset=preset, seeds=seeds, data_seeds=data_seeds, generator=generator,
                           base_url=base_url, encoder=encoder, device=device, preprocess=preprocess,
                           save_model=save_model, backend=backend, address=address, workers=workers,
-                          cpus_per_worker=cpus_per_worker, out=out, publish=publish, data_dir=data_dir,
+                          cpus_per_worker=cpus_per_worker, out=out, publish=publish, allow_mixed=allow_mixed,
+                          confirm=confirm, confirm_data_seeds=confirm_data_seeds, data_dir=data_dir,
                           progress=not quiet, on_result=per_run_line(shown), console=shown, command=command_line())
-    report_failures(shown, report.failures)
-    for v in report.verdicts:
-        shown.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
-    wrote(shown, report.written)
-    exit_if_crashed(report.failures)
+    reports = [report] + ([report.confirmation] if report.confirmation else [])
+    for r in reports:
+        report_failures(shown, r.failures)
+        shown.print(f"{r.stage}, {len(r.runs)} runs:")
+        for v in r.verdicts:
+            shown.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
+    wrote(shown, [p for r in reports for p in r.written])
+    exit_if_crashed([f for r in reports for f in r.failures])
 
 
 def regress_cmd(
