@@ -149,6 +149,48 @@ def test_a_confirmation_runs_fresh_data_seeds_and_tests_the_claims_alone(preset,
     assert {r["data_seed"] for r in saved["provenance"]["runs"]} == {CONFIRM_FIRST, CONFIRM_FIRST + 1}
 
 
+def test_claims_under_several_recipes_are_marked_robust_or_recipe_dependent(preset, tmp_path, sts_data_dir,
+                                                                          monkeypatch):
+    monkeypatch.setenv("DSGEN_DATA_DIR", str(sts_data_dir))
+    slow = tmp_path / "slow.toml"
+    slow.write_text(f'extends = "{preset}"\n[training]\nlearning_rate = 1e-6\n')
+    report = dsgen.judge_claims("control", preset=str(preset), recipes=str(slow), out=tmp_path / "runs",
+                                progress=False)
+    (other,) = report.recipes
+    assert other.preset.name == "slow" and other.paths["markdown"].parent.name == "slow"
+    assert "Recipe: preset `slow`: training " in other.paths["markdown"].read_text()
+    assert "learning_rate = 1e-06" in other.paths["markdown"].read_text()
+    (row,) = report.robustness
+    mine, theirs = report.verdicts[0].verdict, other.verdicts[0].verdict
+    assert row["claim"] == "human-beats-untrained" and set(row["recipes"]) == {"mock", "slow"}
+    assert row["across"] == ("robust" if mine == theirs != "inconclusive" else "inconclusive under every recipe"
+                             if mine == theirs else "recipe-dependent")
+    md = report.paths["robustness_markdown"].read_text()
+    assert report.paths["robustness_markdown"].name == "claims-control-recipes-slow.md"
+    assert "- `slow`: preset `slow`: training " in md and f"**{row['across']}**" in md
+    saved = json.loads(report.paths["robustness_json"].read_text())
+    assert saved["claims"] == json.loads(json.dumps(report.robustness))
+    with pytest.raises(DsgenError, match="names preset 'mock' twice"):
+        dsgen.judge_claims("control", preset=str(preset), recipes=[str(preset)], out=tmp_path / "runs")
+    other_tasks = tmp_path / "other.toml"
+    other_tasks.write_text(f'extends = "{preset}"\ntasks = ["stsb"]\n')
+    with pytest.raises(DsgenError, match="recipes must differ in training only"):
+        dsgen.judge_claims("control", preset=str(preset), recipes=[str(other_tasks)], out=tmp_path / "runs")
+
+
+def test_robustness_across_recipes_is_decided_claim_by_claim():
+    from dsgen.claims import judge_all, load_claims
+    from dsgen.claims.recipes import robustness
+
+    claims = load_claims(["control"])
+    up = {"human": {(d, 1): 60.0 + d % 3 for d in range(1, 6)}, "base": {(d, 1): 50.0 for d in range(1, 6)}}
+    flat = {"human": {(d, 1): 50.0 + (d % 3 - 1) * 3 for d in range(1, 6)}, "base": up["base"]}
+    mark = lambda *sets: robustness({f"r{i}": judge_all(claims, s) for i, s in enumerate(sets)})[0]["across"]  # noqa: E731
+    assert mark(up, up) == "robust"
+    assert mark(up, flat) == "recipe-dependent"
+    assert mark(flat, flat) == "inconclusive under every recipe"
+
+
 def test_regress_returns_its_checks_and_whether_they_passed(tmp_path, tiny_encoder_dir, sts_data_dir):
     preset = tmp_path / "tiny.toml"
     preset.write_text(f'seeds = [1]\ntasks = ["sts16"]\n[training]\nencoder = "{tiny_encoder_dir}"\ndevice = "cpu"\n')

@@ -34,11 +34,15 @@ def test_methods_lists_every_method_with_its_paper():
     assert "COLING 2022" in out.stdout and "EMNLP 2021" in out.stdout
 
 
-def test_claims_confirm_with_an_unknown_claim_is_one_line_before_any_run(tmp_path):
+def test_claims_confirm_and_recipes_are_checked_before_any_run(tmp_path):
     out = dsgen("claims", "--papers", "dino,control", "--preset", "smoke", "--confirm", "dino-decay0-belwo",
                 "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
     assert "unknown claim 'dino-decay0-belwo' (did you mean 'dino-decay0-below'" in out.stderr
+    assert not (tmp_path / "runs").exists()
+    twice = dsgen("claims", "--papers", "control", "--preset", "smoke", "--recipes", "quick,smoke",
+                  "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert twice.returncode == 2 and "recipes must differ in training only" in twice.stderr, twice.stderr
     assert not (tmp_path / "runs").exists()
 
 

@@ -27,6 +27,9 @@ class Claims(Report):
         stage: ``exploratory`` (the runs chose what to confirm) or ``confirmatory`` (fresh data seeds, planned before).
         plans: a confirmation's plan per claim (:class:`~dsgen.claims.confirm.ConfirmPlan`).
         confirmation: the confirmation's report, when ``confirm`` named claims.
+        recipes: the reports under the other recipes, when ``recipes`` named presets.
+        robustness: then, one record per claim: its verdict under each recipe and whether it is robust
+            (:func:`dsgen.claims.recipes.robustness`).
     """
 
     papers: list[str] = field(default_factory=list)
@@ -36,6 +39,8 @@ class Claims(Report):
     stage: str = "exploratory"
     plans: list[Any] = field(default_factory=list, repr=False)
     confirmation: "Claims | None" = field(default=None, repr=False)
+    recipes: list["Claims"] = field(default_factory=list, repr=False)
+    robustness: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -86,14 +91,18 @@ def judge_claims(papers: Sequence[str] | str | None = None, *, preset: str = "cp
            encoder: str | None = None, device: str | None = None, preprocess: str | None = None,
            save_model: bool = False, backend: str = "local", address: str | None = None, workers: int | None = None,
            cpus_per_worker: int | None = None, out: str | Path = "runs", publish: str | Path | None = None,
-           allow_mixed: bool = False, confirm: Sequence[str] | str | None = None,
+           allow_mixed: bool = False, recipes: Sequence[str] | str | None = None,
+           confirm: Sequence[str] | str | None = None,
            confirm_data_seeds: int | None = None, data_dir: str | None = None, progress: bool = True,
            on_result: OnResult | None = None, console: Any = None, command: str | None = None) -> Claims:
     """Test the papers' claims: run (or reuse) every method they involve, judge each claim (one test, the papers'
     claims Holm-adjusted as one family; :mod:`dsgen.claims`), and write the report (Markdown, PNG, JSON) under
     ``out/tables/<preset>/``. Its verdicts are exploratory. ``papers``: see :func:`chosen_papers`.
 
-    ``confirm``: claim ids (a list, or comma-separated) to confirm after the exploratory report
+    ``recipes``: more presets (a list, or comma-separated; typically ``extends`` variants of ``preset`` that change
+    its ``[training]``) to judge the same claims under, each in its own report, and a robustness report
+    (:mod:`dsgen.claims.recipes`: each claim robust, recipe-dependent or inconclusive under every recipe;
+    ``Claims.recipes``, ``Claims.robustness``). ``confirm``: claim ids (a list, or comma-separated) to confirm after the exploratory report
     (:mod:`dsgen.claims.confirm`): that many fresh data seeds as the exploratory run plans (``confirm_data_seeds``
     replaces the plan), the named claims tested on them alone as a new family, written as a second report
     (``Claims.confirmation``). ``publish`` needs every run made at this checkout's clean commit, unless
@@ -120,25 +129,91 @@ def judge_claims(papers: Sequence[str] | str | None = None, *, preset: str = "cp
         raise DsgenError("--confirm-data-seeds sets the data seeds of a confirmation: give the claims with --confirm")
     if confirm_data_seeds is not None:
         seeds_to_run([], confirm_data_seeds)  # checked before any run
+    others = recipe_presets(preset, recipes)
     if publish is not None:
         check_clean(allow_mixed)
     planned, results, failures = settings.run_methods(claim_methods(tested), on_result, console)
     report = _report(planned, results, failures, tested, figures, chosen, settings, allow_mixed, command or "")
-    if not ids:
-        return report
+    if others:
+        _across_recipes(report, others, settings, tested, figures, chosen, allow_mixed, command or "", on_result,
+                        console)
+    if ids:
+        report.confirmation = _confirm(report, ids, confirm_data_seeds, settings, tested, chosen, allow_mixed,
+                                       command or "", on_result, console)
+    return report
+
+
+def _confirm(report: Claims, ids: list[str], given: int | None, settings: RunSettings, tested: list[Any],
+             chosen: list[str], allow_mixed: bool, command: str, on_result: OnResult | None, console: Any) -> Claims:
+    """The confirmation of the claims ``ids`` (:mod:`dsgen.claims.confirm`): planned from the exploratory
+    ``report``, run on fresh data seeds at its training seeds, judged alone as a new family with the instrument
+    checks gating it."""
     from dataclasses import replace
 
-    from dsgen.claims.confirm import confirmation_seeds, plan_confirmation
+    from dsgen.claims import claim_methods
+    from dsgen.claims.confirm import confirmation_seeds, plan_confirmation, seeds_to_run
 
-    confirmed = [c for c in tested if c.id in ids or c.instrument]  # the instrument checks gate this family too
+    confirmed = [c for c in tested if c.id in ids or c.instrument]
     plans = plan_confirmation(report.verdicts, [c.id for c in confirmed])
-    fresh = confirmation_seeds(seeds_to_run([x for x in plans if x.claim.id in ids], confirm_data_seeds),
+    fresh = confirmation_seeds(seeds_to_run([x for x in plans if x.claim.id in ids], given),
                                {d for d, _ in report.runs})
     again = replace(settings, data_seeds=fresh, seeds=sorted({t for _, t in report.runs}))
-    planned2, results2, failures2 = again.run_methods(claim_methods(confirmed), on_result, console)
-    report.confirmation = _report(planned2, results2, failures2, confirmed, [], chosen, again, allow_mixed,
-                                  command or "", plans=plans, suffix="-confirm-" + "-".join(ids), given=confirm_data_seeds)
-    return report
+    planned, results, failures = again.run_methods(claim_methods(confirmed), on_result, console)
+    return _report(planned, results, failures, confirmed, [], chosen, again, allow_mixed, command, plans=plans,
+                   suffix="-confirm-" + "-".join(ids), given=given)
+
+
+def recipe_presets(preset: str, recipes: Sequence[str] | str | None) -> list[str]:
+    """The presets besides ``preset`` to judge the claims under, each checked before any run: it loads, is not given
+    twice, and evaluates the same tasks (a one-line error otherwise)."""
+    from dsgen.presets import load_preset
+
+    if isinstance(recipes, str):
+        recipes = [x.strip() for x in recipes.split(",") if x.strip()]
+    names = list(recipes or [])
+    main = load_preset(preset)
+    loaded = [load_preset(x) for x in names]
+    seen = [main.name]
+    for name, p in zip(names, loaded):
+        if p.name in seen:
+            raise DsgenError(f"--recipes names preset '{p.name}' twice (or as --preset): give each recipe once")
+        if list(p.tasks) != list(main.tasks):
+            raise DsgenError(f"recipe '{p.name}' evaluates {', '.join(p.tasks)}, preset '{main.name}' "
+                             f"{', '.join(main.tasks)}: recipes must differ in training only, not in what is scored")
+        seen.append(p.name)
+    return names
+
+
+def _across_recipes(report: Claims, others: list[str], settings: RunSettings, tested: list[Any], figures: list[Any],
+                    chosen: list[str], allow_mixed: bool, command: str, on_result: OnResult | None,
+                    console: Any) -> None:
+    """Judge the claims under each other recipe (its own report) and write the robustness report beside the main
+    one (:mod:`dsgen.claims.recipes`)."""
+    from dataclasses import replace
+
+    from dsgen.artifacts import atomic_open, write_json
+    from dsgen.claims import claim_methods
+    from dsgen.claims.recipes import recipe_text, robustness, robustness_markdown
+    from dsgen.reports.tables import runs_text
+
+    reports = [report]
+    for name in others:
+        each = replace(settings, preset=name)
+        planned, results, failures = each.run_methods(claim_methods(tested), on_result, console)
+        reports.append(_report(planned, results, failures, tested, figures, chosen, each, allow_mixed, command))
+    rows = robustness({r.preset.name: r.verdicts for r in reports})
+    stem = report.paths["json"].stem + "-recipes-" + "-".join(r.preset.name for r in reports[1:])
+    folder = report.paths["json"].parent
+    paths = {"markdown": folder / f"{stem}.md", "json": folder / f"{stem}.json"}
+    header = "; ".join(f"`{r.preset.name}`: {runs_text(r.runs)}" for r in reports) + "."
+    with atomic_open(paths["markdown"]) as fh:
+        fh.write(robustness_markdown(rows, {r.preset.name: recipe_text(r.preset) for r in reports}, header, command))
+    write_json(paths["json"], {"recipes": {r.preset.name: {"recipe": recipe_text(r.preset), "report": r.paths["json"].name,
+                                                           "runs": [list(x) for x in r.runs]} for r in reports},
+                               "claims": rows})
+    report.recipes, report.robustness = reports[1:], rows
+    report.paths.update({"robustness_markdown": paths["markdown"], "robustness_json": paths["json"]})
+    report.published += publish_tables(paths, settings.publish, report.preset.name)
 
 
 def confirmed_ids(confirm: Sequence[str] | str | None, tested: list[Any]) -> list[str]:
@@ -162,6 +237,7 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
     ``claims[-<papers>]<suffix>``."""
     from dsgen.artifacts import atomic_open, write_json
     from dsgen.claims import FOUNDING, judge_all
+    from dsgen.claims.recipes import recipe_text
     from dsgen.claims.report import claims_chart, claims_markdown, per_task_intervals, verdict_record
     from dsgen.models import describe_encoder
 
@@ -181,11 +257,11 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
     seed_list = sorted({s for _, s in runs})
     header = {"preset": p.name, "seeds": seed_list, "runs": runs, "tasks": list(p.tasks), "png": paths["png"].name,
               "encoders": sorted({describe_encoder(r.model) for rs in results.values() for r in rs}),
-              "stage": stage, "plans": plans, "per_task": per_task, "provenance": provenance, "given_seeds": given}
+              "stage": stage, "plans": plans, "recipe": recipe_text(p), "per_task": per_task, "provenance": provenance, "given_seeds": given}
     claims_chart(verdicts, paths["png"], f"claims ({stage}), preset {p.name}, {len(runs)} runs")
     with atomic_open(paths["markdown"]) as fh:
         fh.write(claims_markdown(verdicts, means, header, command, figures, failures))
-    write_json(paths["json"], {"preset": p.name, "stage": stage, "seeds": seed_list, "runs": [list(r) for r in runs],
+    write_json(paths["json"], {"preset": p.name, "recipe": recipe_text(p), "stage": stage, "seeds": seed_list, "runs": [list(r) for r in runs],
                                "scores": {m: [[d, t, v] for (d, t), v in sorted(sc.items())] for m, sc in scores.items()},
                                "failures": [{"method": f.method, "data_seed": f.data_seed, "seed": f.seed,
                                              "reason": f.reason} for f in failures],
@@ -199,4 +275,4 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
                   verdicts=verdicts, scores=scores, figures=figures, stage=stage, plans=plans or [])
 
 
-__all__ = ["Claims", "chosen_papers", "confirmed_ids", "judge_claims"]
+__all__ = ["Claims", "chosen_papers", "confirmed_ids", "judge_claims", "recipe_presets"]

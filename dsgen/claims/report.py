@@ -170,6 +170,8 @@ def claims_markdown(verdicts: list[Verdict], means: dict[str, float], header: di
         lines += [("Made at one clean commit: " if provenance.get("clean") else
                    "**Mixed commits** (published with `--allow-mixed`): " if "clean" in provenance else
                    "Runs: ") + f"{provenance['summary']} (each run's commit is in the JSON file).", ""]
+    if header.get("recipe"):
+        lines += [f"Recipe: {header['recipe']}.", ""]
     lines += [f"Encoder: {', '.join(f'`{e}`' for e in header['encoders'])}; {runs_text(header['runs'])}. Scores are "
               f"Spearman x 100 averaged over {tasks_text(header['tasks'])}. Δ: the difference of the averages, paired "
               "by (data seed, training seed) run, with its 95% interval (a t-interval over the data seeds' mean "

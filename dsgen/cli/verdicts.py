@@ -34,6 +34,9 @@ def claims_cmd(
     allow_mixed: Annotated[bool, typer.Option(
         "--allow-mixed", help="Publish even when the runs were made at other commits or from a dirty tree (the report "
                               "lists each run's commit and flags it).")] = False,
+    recipes: Annotated[Optional[str], typer.Option(
+        help="Comma-separated presets (e.g. extends-variants of --preset changing [training]) to judge the same claims "
+             "under too; a robustness report marks each claim robust or recipe-dependent.")] = None,
     confirm: Annotated[Optional[str], typer.Option(
         help="Comma-separated claim ids to confirm after the exploratory report: fresh data seeds, as many as it plans "
              "for 80% power, the claims tested on them alone as a new family.")] = None,
@@ -51,15 +54,19 @@ def claims_cmd(
                           base_url=base_url, encoder=encoder, device=device, preprocess=preprocess,
                           save_model=save_model, backend=backend, address=address, workers=workers,
                           cpus_per_worker=cpus_per_worker, out=out, publish=publish, allow_mixed=allow_mixed,
-                          confirm=confirm, confirm_data_seeds=confirm_data_seeds, data_dir=data_dir,
+                          recipes=recipes, confirm=confirm, confirm_data_seeds=confirm_data_seeds, data_dir=data_dir,
                           progress=not quiet, on_result=per_run_line(shown), console=shown, command=command_line())
-    reports = [report] + ([report.confirmation] if report.confirmation else [])
+    reports = [report, *report.recipes] + ([report.confirmation] if report.confirmation else [])
     for r in reports:
         report_failures(shown, r.failures)
-        shown.print(f"{r.stage}, {len(r.runs)} runs:")
+        shown.print(f"{r.stage}, preset {r.preset.name}, {len(r.runs)} runs:")
         for v in r.verdicts:
             shown.print(f"{v.verdict:>13}  {v.claim.paper}: {v.claim.statement}")
-    wrote(shown, [p for r in reports for p in r.written])
+    if report.robustness:
+        shown.print("across recipes:")
+        for row in report.robustness:
+            shown.print(f"{row['across']:>13}  {row['claim']}")
+    wrote(shown, list(dict.fromkeys(p for r in reports for p in r.written)))
     exit_if_crashed([f for r in reports for f in r.failures])
 
 
