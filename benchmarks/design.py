@@ -106,6 +106,70 @@ def scores_from_claims(path: str | Path) -> tuple[dict[str, dict[Run, float]], d
     return scores, failed
 
 
+def refit(measured: list[dict[str, dict[Run, float]]], shared: tuple[tuple[str, ...], ...] = SHARED) -> NestedModel:
+    """The nested model fitted on every measured claims run (``measured``: each run's scores, oldest first; issue 41,
+    item 5), not on one:
+
+    - **means**: each method's latest run (the current recipe);
+    - **training sd**: the within-data-seed variance pooled (by degrees of freedom) over every run with 2 or more
+      training seeds per data seed (a 15 x 1 run has none);
+    - **data-seed sd**: from the run with the most data seeds, the variance of its data seeds' means less the
+      pooled training variance over its training seeds per data seed (0 when training explains it all);
+    - **correlation** of methods on one generated dataset (``shared``): the mean correlation of their data seeds'
+      means in that run, for the data-seed and the training effects alike (the 3 x 3 run's 0.9 / 0.2 came from 3
+      data seeds; the 15 x 1 run observed 0.12-0.20).
+    """
+    import numpy as np
+
+    from dsgen.evaluation.statistics import by_data_seed
+
+    means: dict[str, float] = {}
+    within: dict[str, list[tuple[float, int]]] = {}
+    for scores in measured:
+        for m, runs in scores.items():
+            if runs:
+                means[m] = math.fsum(runs.values()) / len(runs)
+            for values in by_data_seed(runs).values():
+                if len(values) > 1:
+                    within.setdefault(m, []).append((float(np.var(values, ddof=1)), len(values) - 1))
+    train_var = {m: math.fsum(v * df for v, df in xs) / sum(df for _, df in xs) for m, xs in within.items()}
+    widest = max(measured, key=lambda sc: len({d for runs in sc.values() for d, _ in runs}))
+    spread, seed_means = {}, {}
+    for m in means:
+        groups = by_data_seed(widest.get(m, {}))
+        t = train_var.get(m, 0.0)
+        seed_means[m] = [math.fsum(v) / len(v) for _, v in sorted(groups.items())]
+        per = float(np.mean([len(v) for v in groups.values()])) if groups else 1.0
+        between = float(np.var(seed_means[m], ddof=1)) if len(seed_means[m]) > 1 else 0.0
+        spread[m] = (math.sqrt(t), math.sqrt(max(0.0, between - t / per)))
+    rhos = []
+    for group in shared:
+        members = [m for m in group if len(seed_means.get(m, [])) > 2 and np.std(seed_means[m]) > 0]
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                if len(seed_means[a]) == len(seed_means[b]):
+                    rhos.append(float(np.corrcoef(seed_means[a], seed_means[b])[0, 1]))
+    rho = max(0.0, float(np.mean(rhos))) if rhos else RHO_TRAIN
+    return NestedModel(spread, means, shared=shared, rho_data=rho, rho_train=rho)
+
+
+def measured_scores(spec: str) -> tuple[dict[str, dict[Run, float]], dict[str, str]]:
+    """Every run's score of a measurement: a ``claims.json`` (:func:`scores_from_claims`), or ``<runs folder>:<preset>``
+    (the result files of, e.g., ``dsgen compare`` under that preset; a method's largest variant folder)."""
+    if spec.endswith(".json"):
+        return scores_from_claims(spec)
+    from dsgen.benchmarks.variance import scores as variant_scores
+
+    folder, _, preset = spec.rpartition(":")
+    if not folder:
+        raise SystemExit(f"--scores {spec}: give a claims.json or <runs folder>:<preset>")
+    out: dict[str, dict[Run, float]] = {}
+    for v in variant_scores(Path(folder), preset):
+        if len(v.values) > len(out.get(v.method, {})):
+            out[v.method] = dict(v.values)
+    return out, {}
+
+
 def stage_costs(runs: str | Path, preset: str) -> dict[str, dict[str, Any]]:
     """Seconds per stage of one data seed of each method, measured in a runs folder, from the results of the variant
     ``preset`` plans today (a method's results under older settings, in other variant folders, are left out): the
@@ -267,6 +331,67 @@ def check(model: NestedModel, claims: list[Any], observed: dict[str, dict[Run, f
     return pd.DataFrame(methods), pd.DataFrame(rows)
 
 
+def confirm_rates(model: NestedModel, claims: list[Any], n_data: int, n_train: int, draws: int, seed: int = 0,
+                  follow: float = 0.5, most: int = 15) -> tuple[dict[str, float], dict[str, float], float,
+                                                             dict[str, list[int]]]:
+    """"Explore, then confirm" at ``n_data`` x ``n_train``: each draw is judged, and the papers' claims it left
+    inconclusive with p < ``follow`` whose confirmation :mod:`dsgen.claims.confirm` plans at ``most`` fresh data
+    seeds or fewer (the budget of a second run) are confirmed on that many (the instrument checks run again and
+    gate). Per claim the share decided by the exploration, the share decided by a confirmation, the mean number of
+    confirmation data seeds per draw, and per claim the data seeds its plan asked for whenever it was promising
+    (alone in its family; 1001: more than 1,000)."""
+    import numpy as np
+
+    from dsgen.claims import judge_all
+    from dsgen.claims.confirm import plan_confirmation
+
+    rng = np.random.default_rng(seed)
+    explored = {c.id: 0.0 for c in claims}
+    confirmed = {c.id: 0.0 for c in claims}
+    seeds = 0.0
+    asked: dict[str, list[int]] = {c.id: [] for c in claims}
+    for _ in range(draws):
+        verdicts = judge_all(claims, model.draw(rng, n_data, n_train))
+        for v in verdicts:
+            explored[v.claim.id] += (v.verdict != "inconclusive") / draws
+        promising = [v.claim.id for v in verdicts if not v.claim.instrument and v.verdict == "inconclusive"
+                     and v.p is not None and v.p < follow and not v.gate]
+        instruments = [c.id for c in claims if c.instrument]
+        for i in promising:
+            alone = plan_confirmation(verdicts, [i])[0]
+            asked[i].append(alone.data_seeds if alone.data_seeds is not None else 1001)
+        affordable = [x for x in plan_confirmation(verdicts, promising + instruments)
+                      if x.claim.id in promising and x.data_seeds is not None and x.data_seeds <= most]
+        if not affordable:
+            continue
+        chosen = [x.claim.id for x in affordable]  # planned again as their own family (a smaller K, fewer seeds)
+        plans = [x for x in plan_confirmation(verdicts, chosen + instruments) if x.claim.id in chosen]
+        n = min(max(x.data_seeds or most for x in plans), most)
+        seeds += n / draws
+        for v in judge_all([c for c in claims if c.id in chosen or c.instrument], model.draw(rng, n, n_train)):
+            if not v.claim.instrument:
+                confirmed[v.claim.id] += (v.verdict != "inconclusive") / draws
+    return explored, confirmed, seeds, asked
+
+
+def robust_rates(models: list[NestedModel], claims: list[Any], n_data: int, n_train: int, draws: int,
+                 seed: int = 0) -> dict[str, float]:
+    """Per claim, the share of draws in which every recipe (one model each, drawn apart) reaches the same decided
+    verdict: what ``dsgen claims --recipes`` would call robust at that design."""
+    import numpy as np
+
+    from dsgen.claims import judge_all
+
+    rng = np.random.default_rng(seed)
+    rates = {c.id: 0.0 for c in claims}
+    for _ in range(draws):
+        each = [judge_all(claims, m.draw(rng, n_data, n_train)) for m in models]
+        for i, c in enumerate(claims):
+            seen = {vs[i].verdict for vs in each}
+            rates[c.id] += (len(seen) == 1 and "inconclusive" not in seen) / draws
+    return rates
+
+
 def families(papers: tuple[str, ...], scores: dict[str, dict[Run, float]]) -> list[tuple[tuple[str, ...], list[Any],
                                                                                         list[Any]]]:
     """Every set of the papers a claims run could test (the instrument check always with them), with all its claims
@@ -305,12 +430,67 @@ def markdown(rows: list[dict[str, Any]], costs: dict[str, dict[str, Any]], metho
                       "### Each claim's decide rate under the four best", "", rates.to_markdown(floatfmt=".2f"), ""])
 
 
+def _check_observed(model: NestedModel, observed: str, draws: int) -> None:
+    from dsgen.claims import FOUNDING, load_claims
+
+    seen, _ = scores_from_claims(observed)
+    tested = [c for c in load_claims(list(FOUNDING)) if all(m in seen for m in c.methods)]  # its family
+    by_method, by_claim = check(model, tested, seen, draws)
+    decided = (by_claim["verdict (run)"] != "inconclusive").astype(float)
+    brier = float(((by_claim["decide rate (model)"] - decided) ** 2).mean())
+    papers = by_claim["claim"].isin([c.id for c in tested if not c.instrument])
+    print("\n".join(["### The model's predictions at the observed run's design, beside the run", "",
+                      by_method.to_markdown(index=False, floatfmt=".2f"), "",
+                      by_claim.to_markdown(index=False, floatfmt=".2f"), "",
+                      f"Brier score of the decide rates against the run's decisions: {brier:.3f} (0: every claim "
+                      f"foreseen; 0.25: a coin); expected decided {by_claim['decide rate (model)'][papers].sum():.2f} of "
+                      f"the papers' claims, {int(decided[papers].sum())} decided.", ""]))
+
+
+def refit_markdown(model: NestedModel, sources: list[str]) -> str:
+    import pandas as pd
+
+    rows = [{"method": m, "mean": model.means[m], "training sd": t, "data-seed sd": d}
+            for m, (t, d) in model.spread.items()]
+    return "\n".join([f"### The model refitted on {', '.join(sources)} (correlation on one dataset: "
+                      f"{model.rho_data:.2f})", "", pd.DataFrame(rows).to_markdown(index=False, floatfmt=".2f"), ""])
+
+
+def weigh_markdown(model: NestedModel, other: NestedModel, design: str, draws: int) -> str:
+    """The designs the claims command offers, weighed at one D x T with the model: the exploratory run alone,
+    explore then confirm, and two recipes (``other`` as the second) judged robust."""
+    import pandas as pd
+
+    from dsgen.claims import load_claims
+
+    n_data, n_train = (int(x) for x in design.lower().split("x"))
+    claims = [c for c in load_claims(["dino", "control"]) if all(m in model.means for m in c.methods)]
+    import numpy as np
+
+    explored, confirmed, seeds, asked = confirm_rates(model, claims, n_data, n_train, draws)
+    robust = robust_rates([model, other], claims, n_data, n_train, draws)
+    rows = [{"claim": c.id, "explore (decide rate)": explored[c.id],
+             "followed up (p < 0.5)": len(asked[c.id]) / draws,
+             "its plan, data seeds (median)": float(np.median(asked[c.id])) if asked[c.id] else float("nan"),
+             "+ confirm (confirmed rate)": confirmed[c.id], "two recipes (robust rate)": robust[c.id]} for c in claims]
+    papers = [c.id for c in claims if not c.instrument]
+    rows.append({"claim": "papers' claims, expected", **{k: sum(r[k] for r in rows if r["claim"] in papers)
+                                                          for k in ("explore (decide rate)", "+ confirm (confirmed rate)",
+                                                                    "two recipes (robust rate)")}})
+    return "\n".join([f"### Designs weighed at {n_data} x {n_train} ({draws} draws; a confirmation: the inconclusive "
+                      "claims with p < 0.5 whose plan needs at most 15 fresh data seeds, a second run's budget; "
+                      f"{seeds:.1f} data seeds on average per exploratory run)", "",
+                      pd.DataFrame(rows).to_markdown(index=False, floatfmt=".2f"), ""])
+
+
 def main(argv: list[str] | None = None) -> None:
     from dsgen.claims import FOUNDING, claim_methods, load_claims
 
     p = argparse.ArgumentParser(prog="python -m dsgen.benchmarks.design", description=__doc__.splitlines()[0])
-    p.add_argument("--scores", required=True, help="the claims.json of a `dsgen claims` run (every run's score)")
-    p.add_argument("--costs", required=True, help="a runs folder with one data seed of every method of the claims")
+    p.add_argument("--scores", required=True, action="append",
+                   help="the claims.json of a `dsgen claims` run (every run's score); repeat it, oldest first, to fit the "
+                        "model on every measured run (refit)")
+    p.add_argument("--costs", help="a runs folder with one data seed of every method of the claims (the budget study)")
     p.add_argument("--preset", default="cpu", help="the preset folder of --costs' results")
     p.add_argument("--budget", type=float, default=9900.0, help="seconds (default 2 h 45 min)")
     p.add_argument("--draws", type=int, default=400)
@@ -319,10 +499,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="also write the study here")
     p.add_argument("--observed", help="the claims.json of a run at the chosen design: print the model's predictions at "
                                       "its design beside what it measured (a check of the study)")
+    p.add_argument("--weigh", help="DxT (e.g. 15x1): weigh designs at it: one recipe, explore then confirm, and two "
+                                   "recipes (the first --scores' model as the other recipe) robust")
     a = p.parse_args(argv)
-    scores, failed = scores_from_claims(a.scores)
-    model = NestedModel.from_scores(scores)
+    measured = [measured_scores(x) for x in a.scores]
+    scores, failed = measured[-1][0], measured[-1][1]
+    model = refit([m for m, _ in measured]) if len(measured) > 1 else NestedModel.from_scores(scores)
     model.spread = {m: (train * a.train_sd_scale, data) for m, (train, data) in model.spread.items()}
+    if len(measured) > 1:
+        print(refit_markdown(model, a.scores))
+    if a.observed:
+        _check_observed(model, a.observed, a.draws)
+    if a.weigh:
+        other = refit([measured[0][0]])  # the first measurement's recipe, with this model's correlation
+        other.rho_data = other.rho_train = model.rho_data
+        print(weigh_markdown(model, other, a.weigh, a.draws))
+    if not a.costs:
+        return
     costs = stage_costs(a.costs, a.preset)
     best = []
     for papers, every, claims in families(FOUNDING, scores):
@@ -343,13 +536,6 @@ def main(argv: list[str] | None = None) -> None:
         if absent:
             print(f"- `{c.id}` cannot be decided at any design: " +
                   "; ".join(f"`{m}` produced no model ({failed.get(m, 'no result')})" for m in absent))
-    if a.observed:
-        seen, _ = scores_from_claims(a.observed)
-        tested = [c for c in load_claims(list(FOUNDING)) if all(m in seen for m in c.methods)]  # its family
-        by_method, by_claim = check(model, tested, seen, a.draws)
-        print("\n".join(["### The model's predictions at the observed run's design, beside the run", "",
-                          by_method.to_markdown(index=False, floatfmt=".2f"), "",
-                          by_claim.to_markdown(index=False, floatfmt=".2f"), ""]))
     if a.json:
         from dsgen.artifacts import write_json
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from dsgen.evaluation.results import Result
 
-PAIRS = (("rise", "rise-dino"), ("human", "base"), ("dino", "base"), ("human", "dino"))
+PAIRS = (("rise", "rise-dino"), ("human", "base"), ("dino", "base"), ("human", "dino"), ("dino-decay0", "dino"))
 
 
 @dataclass

@@ -122,3 +122,50 @@ def test_the_committed_claims_runs_give_the_simulations_spreads():
         assert SPREAD[m] == pytest.approx((train, data), abs=0.006), m
     assert "gense" in failed and "gense" not in scores
     assert json.loads((Path(__file__).parents[2] / "results/cpu/claims.json").read_text())["preset"] == "cpu"
+
+
+def test_the_refit_reads_each_spread_from_the_runs_that_measure_it():
+    """Issue 41, item 5: training spread pooled over runs with replicates, data-seed spread from the widest run
+    less what training explains, means from the latest run, and the correlation of methods on one dataset as the
+    widest run measured it."""
+    import numpy as np
+
+    from dsgen.benchmarks.design import refit
+
+    rng = np.random.default_rng(0)
+    older = {"dino": {(d, t): 50.0 + d + (1.0 if t == 2 else -1.0) for d in (1, 2) for t in (1, 2)},  # train var 2
+             "base": {(d, t): 55.0 for d in (1, 2) for t in (1, 2)}}
+    shared = rng.normal(size=20)
+    newer = {"dino": {(d, 1): 53.0 + 3 * shared[d - 1] for d in range(1, 21)},
+             "dino-no-smoothing": {(d, 1): 54.0 + 3 * shared[d - 1] + rng.normal() for d in range(1, 21)},
+             "base": {(d, 1): 55.0 for d in range(1, 21)}}
+    model = refit([older, newer])
+    assert model.means["dino"] == pytest.approx(np.mean(list(newer["dino"].values())))  # the latest run's
+    train, data = model.spread["dino"]
+    assert train == pytest.approx(np.sqrt(2.0))
+    assert data == pytest.approx(np.sqrt(np.var(list(newer["dino"].values()), ddof=1) - 2.0))
+    assert model.spread["base"] == (0.0, 0.0)
+    assert model.spread["dino-no-smoothing"][0] == 0.0  # never replicated on one dataset: no training spread seen
+    rho = np.corrcoef(list(newer["dino"].values()), list(newer["dino-no-smoothing"].values()))[0, 1]
+    assert model.rho_data == model.rho_train == pytest.approx(rho) and rho > 0.8
+
+
+def test_designs_are_weighed_by_the_claims_procedure():
+    """Exploration decides a large effect and a claim it decides is not followed up; two recipes of one model
+    agree on it; a claim whose recipes' effects point apart is never robust."""
+    from dsgen.benchmarks.design import confirm_rates, robust_rates
+
+    claims = load_claims(["dino", "control"])
+    spread = {m: (0.5, 0.0) for m in ("human", "dino", "dino-x1x2", "dino-decay0", "dino-decay200",
+                                       "dino-no-smoothing", "dino-no-augmentation")}
+    spread["base"] = (0.0, 0.0)
+    model = NestedModel(spread, {"human": 60.0, "base": 55.0, "dino": 58.0, "dino-decay0": 50.0}, rho_data=0.0,
+                        rho_train=0.0)
+    explored, confirmed, seeds, asked = confirm_rates(model, claims, 8, 1, draws=20)
+    assert explored["dino-decay0-below"] == pytest.approx(1.0) and asked["dino-decay0-below"] == []
+    assert explored["human-beats-untrained"] == pytest.approx(1.0)
+    assert all(n >= 2 for ns in asked.values() for n in ns) and seeds <= 15
+    flipped = NestedModel(spread, {**model.means, "dino-decay0": 66.0}, rho_data=0.0, rho_train=0.0)
+    robust = robust_rates([model, flipped], claims, 8, 1, draws=20)
+    assert robust["human-beats-untrained"] == pytest.approx(1.0) and robust["dino-decay0-below"] == 0.0
+    assert robust_rates([model, model], claims, 8, 1, draws=20)["dino-decay0-below"] == pytest.approx(1.0)
