@@ -35,7 +35,7 @@ def claims_cmd(
         "--allow-mixed", help="Publish even when the runs were made at other commits or from a dirty tree (the report "
                               "lists each run's commit and flags it).")] = False,
     recipes: Annotated[Optional[str], typer.Option(
-        help="Comma-separated presets (e.g. extends-variants of --preset changing [training]) to judge the same claims "
+        help="Comma-separated presets (e.g. extends-variants of --preset that change its training settings) to judge the same claims "
              "under too; a robustness report marks each claim robust or recipe-dependent.")] = None,
     confirm: Annotated[Optional[str], typer.Option(
         help="Comma-separated claim ids to confirm after the exploratory report: fresh data seeds, as many as it plans "
