@@ -111,8 +111,9 @@ def refit(measured: list[dict[str, dict[Run, float]]], shared: tuple[tuple[str, 
     item 5), not on one:
 
     - **means**: each method's latest run (the current recipe);
-    - **training sd**: the within-data-seed variance pooled (by degrees of freedom) over every run with 2 or more
-      training seeds per data seed (a 15 x 1 run has none);
+    - **training sd**: the within-data-seed variance, pooled over its datasets (by degrees of freedom), of the
+      latest run with 2 or more training seeds per data seed (a 15 x 1 run has none; a later recipe's replicates
+      replace an earlier's);
     - **data-seed sd**: from the run with the most data seeds, the variance of its data seeds' means less the
       pooled training variance over its training seeds per data seed (0 when training explains it all);
     - **correlation** of methods on one generated dataset (``shared``): the mean correlation of their data seeds'
@@ -129,9 +130,9 @@ def refit(measured: list[dict[str, dict[Run, float]]], shared: tuple[tuple[str, 
         for m, runs in scores.items():
             if runs:
                 means[m] = math.fsum(runs.values()) / len(runs)
-            for values in by_data_seed(runs).values():
-                if len(values) > 1:
-                    within.setdefault(m, []).append((float(np.var(values, ddof=1)), len(values) - 1))
+            replicated = [(float(np.var(v, ddof=1)), len(v) - 1) for v in by_data_seed(runs).values() if len(v) > 1]
+            if replicated:  # the latest run that replicates a dataset: the current recipe's training spread
+                within[m] = replicated
     train_var = {m: math.fsum(v * df for v, df in xs) / sum(df for _, df in xs) for m, xs in within.items()}
     widest = max(measured, key=lambda sc: len({d for runs in sc.values() for d, _ in runs}))
     spread, seed_means = {}, {}
