@@ -120,6 +120,8 @@ def test_publishing_claims_needs_one_clean_commit(preset, tmp_path, sts_data_dir
     with pytest.raises(DsgenError, match="made at this clean commit \\(bbbbbbb\\), but: 4 method runs at aaaaaaa \\(dirty tree\\)"):
         dsgen.judge_claims("control", **common)
     assert (tmp_path / "published" / "mock" / "claims-control.md").read_bytes() == published  # nothing published
+    assert "Runs: 4 method runs at aaaaaaa (dirty tree)" in (tmp_path / "runs" / "tables" / "mock" / "claims-control.md"
+                                                             ).read_text()  # the report itself is written under out
     mixed = dsgen.judge_claims("control", allow_mixed=True, **common)
     md = mixed.published[0].read_text()
     assert "**Mixed commits** (published with `--allow-mixed`): 4 method runs at aaaaaaa (dirty tree)" in md

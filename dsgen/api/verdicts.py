@@ -248,8 +248,12 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
     verdicts = judge_all(tested, scores, missing={f.method: f.reason for f in failures})
     per_task = per_task_intervals(verdicts, {m: {r.run: {t: x.spearman for t, x in r.tasks.items()} for r in results[m]}
                                              for m in scores}, list(p.tasks))
-    provenance = (published_provenance(results, allow_mixed) if settings.publish is not None else
-                  {"summary": commits_text(run_commits(results)), "runs": run_commits(results)})
+    provenance, refused = {"summary": commits_text(run_commits(results)), "runs": run_commits(results)}, None
+    if settings.publish is not None:
+        try:
+            provenance = published_provenance(results, allow_mixed)
+        except DsgenError as exc:  # the report is still written under out; nothing is published
+            refused = DsgenError(f"{exc} (the report is under {planned.runner.out / 'tables' / p.name})")
     stage = "confirmatory" if plans is not None else "exploratory"
     folder = planned.runner.out / "tables" / p.name
     stem = ("claims" if sorted(chosen) == sorted(FOUNDING) else "claims-" + "-".join(chosen)) + suffix
@@ -271,6 +275,8 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
                                "plans": [x.to_dict() for x in plans] if plans is not None else None,
                                "confirm_data_seeds_given": given,
                                "provenance": provenance})
+    if refused is not None:
+        raise refused
     return Claims(p, runs, results, failures, paths, publish_tables(paths, settings.publish, p.name), papers=chosen,
                   verdicts=verdicts, scores=scores, figures=figures, stage=stage, plans=plans or [])
 
