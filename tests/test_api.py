@@ -172,6 +172,19 @@ def test_claims_under_several_recipes_are_marked_robust_or_recipe_dependent(pres
     assert "- `slow`: preset `slow`: training " in md and f"**{row['across']}**" in md
     saved = json.loads(report.paths["robustness_json"].read_text())
     assert saved["claims"] == json.loads(json.dumps(report.robustness))
+    # the command line over the same runs: each report's verdicts, the confirmation's, and the claims across recipes
+    from typer.testing import CliRunner
+
+    from dsgen.cli import app
+
+    res = CliRunner().invoke(app, ["claims", "--papers", "control", "--preset", str(preset), "--recipes", str(slow),
+                                   "--confirm", "human-beats-untrained", "--confirm-data-seeds", "2",
+                                   "--out", str(tmp_path / "runs"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "exploratory, preset mock, 2 runs:" in res.output and "exploratory, preset slow, 2 runs:" in res.output
+    assert "confirmatory, preset mock, 4 runs:" in res.output
+    assert f"{row['across']:>13}  human-beats-untrained" in res.output.replace("\n", "\n")
+    assert "claims-control-confirm-human-beats-untrained.md" in res.output.replace("\n", "")
     with pytest.raises(DsgenError, match="names preset 'mock' twice"):
         dsgen.judge_claims("control", preset=str(preset), recipes=[str(preset)], out=tmp_path / "runs")
     other_tasks = tmp_path / "other.toml"
