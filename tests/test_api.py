@@ -183,7 +183,7 @@ def test_claims_under_several_recipes_are_marked_robust_or_recipe_dependent(pres
     assert res.exit_code == 0, res.output
     assert "exploratory, preset mock, 2 runs:" in res.output and "exploratory, preset slow, 2 runs:" in res.output
     assert "confirmatory, preset mock, 4 runs:" in res.output
-    assert f"{row['across']:>13}  human-beats-untrained" in res.output.replace("\n", "\n")
+    assert f"{row['across']:>13}  human-beats-untrained" in res.output
     assert "claims-control-confirm-human-beats-untrained.md" in res.output.replace("\n", "")
     with pytest.raises(DsgenError, match="names preset 'mock' twice"):
         dsgen.judge_claims("control", preset=str(preset), recipes=[str(preset)], out=tmp_path / "runs")
