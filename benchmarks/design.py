@@ -110,7 +110,7 @@ def refit(measured: list[dict[str, dict[Run, float]]], shared: tuple[tuple[str, 
     """The nested model fitted on every measured claims run (``measured``: each run's scores, oldest first; issue 41,
     item 5), not on one:
 
-    - **means**: each method's latest run (the current recipe);
+    - **means**: each method's run over the most data seeds (the latest of those);
     - **training sd**: the within-data-seed variance, pooled over its datasets (by degrees of freedom), of the
       latest run with 2 or more training seeds per data seed (a 15 x 1 run has none; a later recipe's replicates
       replace an earlier's);
@@ -126,10 +126,12 @@ def refit(measured: list[dict[str, dict[Run, float]]], shared: tuple[tuple[str, 
 
     means: dict[str, float] = {}
     within: dict[str, list[tuple[float, int]]] = {}
+    widths = {}
     for scores in measured:
+        width = len({d for runs in scores.values() for d, _ in runs})
         for m, runs in scores.items():
-            if runs:
-                means[m] = math.fsum(runs.values()) / len(runs)
+            if runs and width >= widths.get(m, 0):  # the widest run's mean (the latest of equal width)
+                means[m], widths[m] = math.fsum(runs.values()) / len(runs), width
             replicated = [(float(np.var(v, ddof=1)), len(v) - 1) for v in by_data_seed(runs).values() if len(v) > 1]
             if replicated:  # the latest run that replicates a dataset: the current recipe's training spread
                 within[m] = replicated
