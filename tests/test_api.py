@@ -193,6 +193,14 @@ def test_claims_under_several_recipes_are_marked_robust_or_recipe_dependent(pres
         dsgen.judge_claims("control", preset=str(preset), recipes=[str(other_tasks)], out=tmp_path / "runs")
 
 
+def test_a_confirmation_keeps_the_exploratory_training_seeds_per_data_seed():
+    from dsgen.api.verdicts import training_seeds_per_data_seed
+
+    assert training_seeds_per_data_seed([(1, 1), (1, 2), (2, 1), (2, 2)]) == [1, 2]
+    assert training_seeds_per_data_seed([(1, 1), (2, 2), (3, 3)]) == [1]  # each training seed its own data: one each
+    assert training_seeds_per_data_seed([(42, 1), (42, 2)]) == [1, 2]
+
+
 def test_robustness_across_recipes_is_decided_claim_by_claim():
     from dsgen.claims import judge_all, load_claims
     from dsgen.claims.recipes import robustness

@@ -157,10 +157,22 @@ def _confirm(report: Claims, ids: list[str], given: int | None, settings: RunSet
     plans = plan_confirmation(report.verdicts, [c.id for c in confirmed])
     fresh = confirmation_seeds(seeds_to_run([x for x in plans if x.claim.id in ids], given),
                                {d for d, _ in report.runs})
-    again = replace(settings, data_seeds=fresh, seeds=sorted({t for _, t in report.runs}))
+    again = replace(settings, data_seeds=fresh, seeds=training_seeds_per_data_seed(report.runs))
     planned, results, failures = again.run_methods(claim_methods(confirmed), on_result, console)
     return _report(planned, results, failures, confirmed, [], chosen, again, allow_mixed, command, plans=plans,
                    suffix="-confirm-" + "-".join(ids), given=given)
+
+
+def training_seeds_per_data_seed(runs: list[tuple[int, int]]) -> list[int]:
+    """The training seeds a confirmation runs on each fresh data seed: those every data seed of ``runs`` had (a nested
+    design), else as many of the smallest as each had (``[(1, 1), (2, 2)]``, each seed its own data: one)."""
+    per: dict[int, set[int]] = {}
+    for d, t in runs:
+        per.setdefault(d, set()).add(t)
+    groups = list(per.values())
+    if all(g == groups[0] for g in groups):
+        return sorted(groups[0])
+    return sorted(set().union(*groups))[:min(len(g) for g in groups)]
 
 
 def recipe_presets(preset: str, recipes: Sequence[str] | str | None) -> list[str]:
@@ -281,4 +293,4 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
                   verdicts=verdicts, scores=scores, figures=figures, stage=stage, plans=plans or [])
 
 
-__all__ = ["Claims", "chosen_papers", "confirmed_ids", "judge_claims", "recipe_presets"]
+__all__ = ["Claims", "chosen_papers", "confirmed_ids", "judge_claims", "recipe_presets", "training_seeds_per_data_seed"]
