@@ -209,6 +209,13 @@ def publish(paths: dict[str, Path], folder: str | Path | None, preset: str) -> l
     return copied
 
 
+def name_list(value: Sequence[str] | str | None) -> list[str]:
+    """Names as a list: a list as given, or the command line's comma-separated form (``"a, b"``); None: none."""
+    if isinstance(value, str):
+        return [x.strip() for x in value.split(",") if x.strip()]
+    return list(value or [])
+
+
 def method_list(methods: Sequence[str] | str | None) -> list[str]:
     """Methods as a list (one name alone is a list of one, not its letters)."""
     if methods is None:
@@ -249,5 +256,5 @@ def records_call(func: Callable[..., Any]) -> Callable[..., Any]:
     return with_command
 
 
-__all__ = ["NoResult", "OnResult", "Report", "RunSettings", "call_text", "check_clean", "commits_text", "method_list",
+__all__ = ["NoResult", "OnResult", "Report", "RunSettings", "call_text", "check_clean", "commits_text", "method_list", "name_list",
            "publish", "published_provenance", "records_call", "run_commits"]

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsgen.api.common import (OnResult, Report, RunSettings, check_clean, commits_text, published_provenance,
-                              records_call, run_commits)
+from dsgen.api.common import (OnResult, Report, RunSettings, check_clean, commits_text, name_list,
+                              published_provenance, records_call, run_commits)
 from dsgen.api.common import publish as publish_tables  # ``publish`` is also an argument's name
 from dsgen.errors import DsgenError
 from dsgen.orchestration import Seeds
@@ -73,8 +73,7 @@ def chosen_papers(papers: Sequence[str] | str | None, preset: str) -> list[str]:
     from dsgen.presets import load_preset
 
     known = paper_files()
-    if isinstance(papers, str):
-        papers = [x.strip() for x in papers.split(",") if x.strip()] if papers else None
+    papers = name_list(papers)
     chosen = list(papers) if papers else list(load_preset(preset).claims_papers or FOUNDING)
     chosen = known if chosen == ["all"] else chosen
     for name in chosen:
@@ -180,9 +179,7 @@ def recipe_presets(preset: str, recipes: Sequence[str] | str | None) -> list[str
     twice, and evaluates the same tasks (a one-line error otherwise)."""
     from dsgen.presets import load_preset
 
-    if isinstance(recipes, str):
-        recipes = [x.strip() for x in recipes.split(",") if x.strip()]
-    names = list(recipes or [])
+    names = name_list(recipes)
     main = load_preset(preset)
     loaded = [load_preset(x) for x in names]
     seen = [main.name]
@@ -230,9 +227,7 @@ def _across_recipes(report: Claims, others: list[str], settings: RunSettings, te
 
 def confirmed_ids(confirm: Sequence[str] | str | None, tested: list[Any]) -> list[str]:
     """The claim ids to confirm (a list, or comma-separated), each one of ``tested``; a one-line error otherwise."""
-    if isinstance(confirm, str):
-        confirm = [x.strip() for x in confirm.split(",") if x.strip()]
-    ids = list(dict.fromkeys(confirm or []))
+    ids = list(dict.fromkeys(name_list(confirm)))
     known = [c.id for c in tested]
     for i in ids:
         if i not in known:

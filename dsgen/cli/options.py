@@ -115,7 +115,9 @@ def methods_given(methods: Optional[list[str]], legacy: Optional[str]) -> list[s
     if methods and legacy is not None:
         raise DsgenError("give the methods as arguments, or in the old form --methods a,b, not both")
     if legacy is not None:
-        return [m.strip() for m in legacy.split(",") if m.strip()]
+        from dsgen.api.common import name_list
+
+        return name_list(legacy)
     return list(methods or [])
 
 
