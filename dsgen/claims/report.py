@@ -114,8 +114,9 @@ def _confirmation_lines(header: dict[str, Any]) -> list[str]:
     number = (f"a number given with `--confirm-data-seeds {header['given_seeds']}` (a departure from the plan "
               "below, which is" if header.get("given_seeds") else "a number") + (
         " fixed from the exploratory run alone before any of them ran: the fewest giving each claim's verdict 80% "
-        f"power at the plausible effect hardest to find (the end of the exploratory {PLAUSIBLE:.0%} interval nearest "
-        "the test's null, at least the margin from it; the sd at its upper 80% bound; `dsgen/claims/confirm.py`)")
+        f"power at the plausible effect hardest to find (for a direction, the end of the exploratory {PLAUSIBLE:.0%} "
+        "interval nearest the test's null but at least the margin from it; for no effect, the end farthest from 0 "
+        "but within half the margin; the sd at its upper 80% bound; `dsgen/claims/confirm.py`)")
     number += ")" if header.get("given_seeds") else ""
     return ["**Confirmatory.** The claims below were chosen from an exploratory run and are tested here on "
             f"{len(fresh)} fresh data seeds ({fresh[0]}-{fresh[-1]}) that it never used, {number}. "
