@@ -255,7 +255,8 @@ def _report(planned: Any, results: dict[str, list[Any]], failures: list[Any], te
     verdicts = judge_all(tested, scores, missing={f.method: f.reason for f in failures})
     per_task = per_task_intervals(verdicts, {m: {r.run: {t: x.spearman for t, x in r.tasks.items()} for r in results[m]}
                                              for m in scores}, list(p.tasks))
-    provenance, refused = {"summary": commits_text(run_commits(results)), "runs": run_commits(results)}, None
+    commits = run_commits(results)
+    provenance, refused = {"summary": commits_text(commits), "runs": commits}, None
     if settings.publish is not None:
         try:
             provenance = published_provenance(results, allow_mixed)
