@@ -33,11 +33,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml setup.py
 run: install
 	$(DSGEN) compare base dino human --preset intro
 
+# Two pytest-xdist workers, whole modules each (tests/conftest.py); an idle OpenMP thread sleeps instead of spinning,
+# so that one worker's torch threads do not take the cores from the other's.
+TEST_WORKERS := -n 2 --dist loadfile
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(TEST_WORKERS)
 
 test-fast: $(VENV)/.installed-dev
-	$(PY) -m pytest -m "not slow"
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(TEST_WORKERS) -m "not slow"
 
 # The determinism and decode-step tests again on AVX2 kernels: an AVX2-only CPU emulated on a larger
 # one (PyTorch's and MKL's dispatch capped at AVX2). Their batch invariance rests on the CPU's

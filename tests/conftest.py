@@ -17,6 +17,49 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "
 os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="dsgen-tests-datasets-")
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile`), scheduled by module: a module's
+# tests stay together on one worker, so a module-scoped fixture (a paper-preset comparison, a Ray cluster) is made once.
+# Modules sharing a costly session fixture or a machine-wide resource share a unit (both Ray clusters on one worker;
+# the one full all-MiniLM-L6-v2 evaluation read by the evaluation and the export tests made once), and the units that
+# take longest (`--durations`) start first, so that neither worker is left with a long one at the end. (xdist's own
+# `--dist loadgroup` cannot do it with pytest 9: a test's group no longer reaches the scheduler through its node id.)
+SHARED_UNITS = {"tests/scheduling/test_ray_scheduler.py": "ray", "tests/generation/test_ray_backend.py": "ray",
+                "tests/evaluation/test_sts_eval.py": "minilm-mteb", "tests/test_exports.py": "minilm-mteb"}
+LONGEST_FIRST = ("ray", "minilm-mteb", "tests/generation/test_openai_api.py", "tests/test_paper_preset.py",
+                 "tests/test_cli.py", "tests/generation/test_debiased.py", "tests/test_runner.py", "tests/test_install.py")
+
+
+def _unit(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return SHARED_UNITS.get(module, module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``: whole modules (``SHARED_UNITS`` joined) to a worker, the longest first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            rank = {u: i for i, u in enumerate(LONGEST_FIRST)}
+            self.workqueue.move_to_end(min(self.workqueue, key=lambda u: rank.get(u, len(rank))), last=False)
+            super()._assign_work_unit(node)
+
+    return ByModule(config, log)
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # an xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which the commands the tests run would
+    # take as their width; the tests set the width where it matters, and dsgen's log width holds elsewhere
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` run only where CUDA is present; elsewhere they are skipped with the reason."""
     import torch

@@ -40,7 +40,7 @@ def cluster(tmp_path_factory, sts_data_dir):
     saved = {k: os.environ.get(k) for k in (SCRATCH_ENV, "DSGEN_TEST_CALLS", "PYTHONPATH", "DSGEN_DATA_DIR")}
     os.environ.update({SCRATCH_ENV: str(scratch), "DSGEN_TEST_CALLS": str(calls), "DSGEN_DATA_DIR": str(sts_data_dir),
                        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), saved["PYTHONPATH"]]))})
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})  # as dsgen starts Ray
     for _ in range(2):
         c.add_node(num_cpus=1)
     c.wait_for_nodes()
