@@ -258,6 +258,10 @@ def test_regress_passes_within_tolerance_and_fails_below_it(tmp_path, tiny_encod
     assert [b["made_with"]["cpu"] for b in kept["baselines"]][1:] == ["AVX512_OTHER"]
     assert dsgen("regress", "base", *common, "--update", "--tolerance", "2", env=env).returncode == 0
     assert json.loads(baseline.read_text())["tolerance"] == 2.0
+    # --update without methods (what a check whose scores rose tells the user to run) reruns the baseline's own
+    # methods: none dropped, none added
+    assert dsgen("regress", *common, "--update", env=env).returncode == 0
+    assert [set(b["scores"]) for b in json.loads(baseline.read_text())["baselines"]] == [{"base"}, {"base"}]
 
 
 @pytest.fixture(scope="module")

@@ -83,14 +83,20 @@ class Regression:
                 " --update` remakes it)")
 
 
+def _methods_of(baseline: dict[str, Any] | None) -> list[str]:
+    """The methods a baseline file holds scores of, in its order (none for no file)."""
+    return list(dict.fromkeys(m for entry in (baseline or {}).get("baselines", []) for m in entry["scores"]))
+
+
 def regress(*, preset: str = "smoke", baseline: str | Path | None = None, tolerance: float | None = None,
             methods: Sequence[str] | str | None = None, update: bool = False, out: str | Path = "runs/regress",
             data_dir: str | None = None, progress: bool = True, on_result: OnResult | None = None) -> Regression:
     """Rerun ``preset`` from scratch under ``out`` (nothing reused) and check every task of every method against the
     baseline (default ``results/baseline/<preset>.json``): :attr:`Regression.passed` is False when one falls more
     than ``tolerance`` (default: the baseline file's) below it or is not a number. With ``update=True``, write the
-    baseline from the rerun of ``methods`` (default base, dino) instead, keeping the file's tolerance and note
-    unless ``tolerance`` is given and the entries of other kinds of machine.
+    baseline from the rerun of ``methods`` instead (default: the file's own methods, or base and dino for a new
+    file), keeping the file's tolerance and note unless ``tolerance`` is given and the entries of other kinds of
+    machine.
 
     Example:
         >>> check = dsgen.regress(preset="smoke")  # doctest: +SKIP
@@ -107,8 +113,8 @@ def regress(*, preset: str = "smoke", baseline: str | Path | None = None, tolera
     path = Path(baseline) if baseline is not None else Path("results") / "baseline" / f"{Path(preset).stem}.json"
     ref = None if update else read_baseline(path)
     previous = read_baseline(path) if update and path.exists() else None  # update keeps its tolerance and note
-    names = ((method_list(methods) or list(DEFAULT_METHODS)) if update
-             else list(dict.fromkeys(m for entry in ref["baselines"] for m in entry["scores"])))
+    names = ((method_list(methods) or _methods_of(previous) or list(DEFAULT_METHODS)) if update
+             else _methods_of(ref))
     ov = check_overrides()
     p, runs, runner = prepare(names, preset, None if update else ref["seeds"], out, data_dir, progress, ov, fresh=True)
     if not update and ref.get("preset") != p.name:

@@ -72,7 +72,7 @@ def claims_cmd(
 
 def regress_cmd(
     methods: Annotated[Optional[list[str]], typer.Argument(
-        help="Methods to rerun for --update (default: base dino); a check reruns the baseline's.",
+        help="Methods to rerun for --update (default: the baseline's, or base dino for a new one); a check reruns the baseline's.",
         show_default=False)] = None,
     preset: o.Preset = "smoke",
     baseline: Annotated[Optional[Path], typer.Option(
