@@ -35,12 +35,12 @@ run: install
 
 # Two pytest-xdist workers, whole modules each (tests/conftest.py); an idle OpenMP thread sleeps instead of spinning,
 # so that one worker's torch threads do not take the cores from the other's.
-TEST_WORKERS := -n 2 --dist loadfile
+PYTEST_WORKERS := OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 2 --dist loadfile
 test: $(VENV)/.installed-dev
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(TEST_WORKERS)
+	$(PYTEST_WORKERS)
 
 test-fast: $(VENV)/.installed-dev
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest $(TEST_WORKERS) -m "not slow"
+	$(PYTEST_WORKERS) -m "not slow"
 
 # The determinism and decode-step tests again on AVX2 kernels: an AVX2-only CPU emulated on a larger
 # one (PyTorch's and MKL's dispatch capped at AVX2). Their batch invariance rests on the CPU's
