@@ -95,8 +95,7 @@ def cpu_identity() -> dict[str, Any]:
 def model_key(model: Any) -> str:
     """A key of the model as the probe sees it: its class, configuration, and every parameter's name, dtype,
     shape and a strided sample of its values (at most 4,096 per tensor: milliseconds, where hashing the
-    whole of SmolLM2-135M's weights would cost each process about a second). Not the folder it was loaded
-    from (the configuration's ``_name_or_path``): the same model copied elsewhere computes the same bits."""
+    whole of SmolLM2-135M's weights would cost each process about a second)."""
     import hashlib
     import json
 
@@ -104,12 +103,7 @@ def model_key(model: Any) -> str:
 
     digest = hashlib.sha256()
     cfg = getattr(model, "config", None)
-    if hasattr(cfg, "to_json_string"):
-        fields = json.loads(cfg.to_json_string(use_diff=False))
-        fields.pop("_name_or_path", None)
-        described = json.dumps(fields, sort_keys=True)
-    else:
-        described = repr(cfg)
+    described = cfg.to_json_string(use_diff=False) if hasattr(cfg, "to_json_string") else repr(cfg)
     digest.update(f"{type(model).__module__}.{type(model).__qualname__}\n{described}".encode())
     with torch.no_grad():
         for name, tensor in model.state_dict().items():

@@ -113,10 +113,8 @@ def test_the_real_generator_is_probed_at_its_own_sizes_and_its_prefill_is_exact(
 
 def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, tmp_path):
     """A probe runs once per kind of machine and model: the answer is stored under its key, and a fresh copy of
-    the same model (what the next process loads, from whichever folder) reads it instead of probing; another
-    model, thread count or CPU is another key."""
-    from transformers import AutoModelForCausalLM
-
+    the same model (what the next process loads) reads it instead of probing; another model, thread count or
+    CPU is another key."""
     from dsgen.generation.invariance import cpu_identity, probe_key, stored_probe
 
     monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path))
@@ -129,14 +127,6 @@ def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, t
     assert len(files) == 1 and files[0].stem == probe_key(model) and len(calls) == 1
     again, _ = build_tiny_lm(seed=10)
     assert probe_key(again) == probe_key(model) and stored_probe(again) == first and len(calls) == 1
-    copies = []
-    for folder in ("a", "b"):  # the same weights saved to two folders and loaded: their configs name the folders
-        again.save_pretrained(tmp_path / folder)
-        copies.append(AutoModelForCausalLM.from_pretrained(tmp_path / folder))
-    assert {c.config._name_or_path for c in copies} == {str(tmp_path / "a"), str(tmp_path / "b")}
-    assert probe_key(copies[0]) == probe_key(copies[1])
-    # saving set the config's `architectures`, so the first copy is probed once; the second reads its answer
-    assert stored_probe(copies[0]) == first and len(calls) == 2 and stored_probe(copies[1]) == first and len(calls) == 2
     other, _ = build_tiny_lm(seed=11)
     assert probe_key(other) != probe_key(model)
     threads = torch.get_num_threads()
