@@ -15,7 +15,9 @@ itself, for every path that relies on them, and checks the prefill as well:
   and keys;
 - **decode**: a row's logits after one-token steps are the same bits in any batch, slot and row
   count (a step in blocks of the invariant counts), and with one thread (a Ray actor's share of two
-  cores) as with several.
+  cores) as with every core. The invariant row counts themselves depend on the thread count (MKL on a
+  2-core AMD EPYC: every count from 4 on at one thread, 4, 8 and 12 on at two), so the probe's answer
+  belongs to the thread count it ran at, and a process is given the answer for the count it computes with.
 
 The probe tries PyTorch's fused softmax first (the bits of earlier releases on AVX2 CPUs), then
 the exact-sum softmax, which is invariant by construction
@@ -33,8 +35,8 @@ batch and hands the answer down.
 Probing costs about 7 s for SmolLM2-135M on an AMD AVX-512 CPU (both softmaxes tried; 21 s on the Xeon,
 where every check failed before the prefill was exact) and a fraction of a second for the tests' tiny
 models; its answer is stored under ``$DSGEN_CACHE_DIR/numerics/`` keyed by the CPU, the thread count, the
-torch and transformers versions and the model (:func:`probe_key`), so it runs once per kind of machine
-and model, not once per process.
+torch and transformers versions and the model, wherever it was loaded from (:func:`probe_key`), so it runs
+once per kind of machine, thread count and model, not once per process.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
-PROBE_VERSION = 2  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+PROBE_VERSION = 3  # enters the key of every stored probe: bumped when the probe or the paths it checks change
 
 
 def numerics(model: Any) -> Numerics:
@@ -95,7 +97,9 @@ def cpu_identity() -> dict[str, Any]:
 def model_key(model: Any) -> str:
     """A key of the model as the probe sees it: its class, configuration, and every parameter's name, dtype,
     shape and a strided sample of its values (at most 4,096 per tensor: milliseconds, where hashing the
-    whole of SmolLM2-135M's weights would cost each process about a second)."""
+    whole of SmolLM2-135M's weights would cost each process about a second). Not where it was loaded from:
+    the configuration's bookkeeping (``_BOOKKEEPING``: the folder, and what saving fills in) is left out, so the
+    same model in another folder reads the same stored probe."""
     import hashlib
     import json
 
@@ -103,7 +107,10 @@ def model_key(model: Any) -> str:
 
     digest = hashlib.sha256()
     cfg = getattr(model, "config", None)
-    described = cfg.to_json_string(use_diff=False) if hasattr(cfg, "to_json_string") else repr(cfg)
+    if hasattr(cfg, "to_json_string"):
+        described = json.dumps(_without_bookkeeping(json.loads(cfg.to_json_string(use_diff=False))), sort_keys=True)
+    else:
+        described = repr(cfg)
     digest.update(f"{type(model).__module__}.{type(model).__qualname__}\n{described}".encode())
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
@@ -112,6 +119,19 @@ def model_key(model: Any) -> str:
             digest.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode())
             digest.update(sample.view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:20]
+
+
+# configuration fields that loading or saving set and that say nothing of what the model computes: its folder, its
+# class names (the class is keyed itself), its dtype (every weight's dtype is keyed itself) and the library version
+# (keyed by probe_key)
+_BOOKKEEPING = ("_name_or_path", "architectures", "dtype", "torch_dtype", "transformers_version")
+
+
+def _without_bookkeeping(config: Any) -> Any:
+    """A configuration's dict without ``_BOOKKEEPING``'s fields, at any depth (a text config inside a multimodal one)."""
+    if isinstance(config, dict):
+        return {k: _without_bookkeeping(v) for k, v in config.items() if k not in _BOOKKEEPING}
+    return config
 
 
 def probe_key(model: Any) -> str:
@@ -185,7 +205,7 @@ def probe(model: Any) -> Numerics:
     if device.type != "cpu":
         return Numerics(counts=invariant_counts(), cpu=device.type)
     cpu = torch.backends.cpu.get_cpu_capability()
-    counts = tuple(sorted(set(invariant_counts()) & set(invariant_counts(layer_shapes(model)))))
+    counts = _model_counts(model)
     failed: list[str] = []
     threads = True
     texts = [" ".join(map(str, p)) for p in _prompts(model)]
@@ -305,20 +325,35 @@ def _decode_failures(model: Any, bank: PromptBank, candidate: Numerics, rows: in
     return []
 
 
+def _model_counts(model: Any) -> tuple[int, ...]:
+    """The row counts at which every linear layer of ``model`` (and the default shapes) is invariant, at the
+    current thread count (:func:`~dsgen.generation.decode_step.invariant_counts`)."""
+    return tuple(sorted(set(invariant_counts()) & set(invariant_counts(layer_shapes(model)))))
+
+
 def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candidate: Numerics, rows: int = 13) -> bool:
-    """One thread computes the bits several do (prefill and decode)."""
+    """The current thread count computes the bits that one thread (a Ray actor's share) and every core (a local
+    run) do, prefill and decode, each with the row counts probed at its own thread count (what a process
+    running at that count is given)."""
+    import os
+
     import torch
 
     threads = torch.get_num_threads()
     steps = _steps(model, rows)
     many = _decode_logits(model, bank, range(rows), steps, candidate)
-    try:
-        torch.set_num_threads(1)
-        one_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=candidate)
-        one = _decode_logits(model, one_bank, range(rows), steps, candidate)
-    finally:
-        torch.set_num_threads(threads)
-    return bool(torch.equal(one_bank.logits, bank.logits) and torch.equal(one, many))
+    for other in sorted({1, len(os.sched_getaffinity(0))} - {threads}):
+        try:
+            torch.set_num_threads(other)
+            there = Numerics(candidate.attention, _model_counts(model), True, True, candidate.cpu)
+            other_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=there)
+            same = (torch.equal(other_bank.logits, bank.logits)
+                    and torch.equal(_decode_logits(model, other_bank, range(rows), steps, there), many))
+        finally:
+            torch.set_num_threads(threads)
+        if not same:
+            return False
+    return True
 
 
 __all__ = ["numerics", "probe", "stored_probe", "probe_key", "model_key", "cpu_identity", "layer_shapes", "PROBE_VERSION"]

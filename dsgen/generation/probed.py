@@ -4,8 +4,10 @@ The machine's probe (:mod:`dsgen.generation.invariance`, above the batch: it run
 decides which batch-invariant numerics hold for a model and records them here as a
 :class:`Numerics`. This module sits below the batch: the prefill, the active batch and the batched
 forward (:mod:`~dsgen.generation.forward`, :mod:`~dsgen.generation.batch`) are handed a
-:class:`Numerics` and read it; they never probe. Per process, the record found for a model is
-remembered for the model's lifetime (:func:`remember`, :func:`known`), and :func:`assume`
+:class:`Numerics` and read it; they never probe. Per process, the record found for a model at a thread
+count is remembered for the model's lifetime (:func:`remember`, :func:`known`): the row counts a matrix
+multiply is invariant at depend on the thread count, so a process that changes it (one thread for a test
+or an actor, then two) is given the record of the count it computes with. :func:`assume`
 overrides it within a block (what a probe tries, or a test forces).
 """
 
@@ -62,23 +64,31 @@ class Numerics:
                 + (", thread-invariant" if self.threads else ", not thread-invariant"))
 
 
-_found: "weakref.WeakKeyDictionary[Any, Numerics]" = weakref.WeakKeyDictionary()
+_found: "weakref.WeakKeyDictionary[Any, dict[int, Numerics]]" = weakref.WeakKeyDictionary()  # model -> threads -> record
 _trying: contextvars.ContextVar[Numerics | None] = contextvars.ContextVar("dsgen_numerics_trying", default=None)
 
 
 def known(model: Any) -> Numerics | None:
     """The numerics to use for ``model``: the one :func:`assume` sets, else the one remembered for it
-    in this process, else None (not probed yet: :func:`dsgen.generation.invariance.numerics` probes)."""
+    at the current thread count in this process, else None (not probed yet:
+    :func:`dsgen.generation.invariance.numerics` probes)."""
     trying = _trying.get()
     if trying is not None:
         return trying
-    return _found.get(model)
+    return _found.get(model, {}).get(_threads())
 
 
 def remember(model: Any, found: Numerics) -> Numerics:
-    """Remember ``found`` for ``model`` for the model's lifetime in this process; return it."""
-    _found[model] = found
+    """Remember ``found`` for ``model`` at the current thread count, for the model's lifetime in this process;
+    return it."""
+    _found.setdefault(model, {})[_threads()] = found
     return found
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 @contextlib.contextmanager

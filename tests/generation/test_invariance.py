@@ -135,6 +135,12 @@ def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, t
         assert probe_key(model) != files[0].stem
     finally:
         torch.set_num_threads(threads)
+    copies = [tmp_path / "copy-1", tmp_path / "elsewhere" / "copy-2"]  # the same model saved in two folders
+    for folder in copies:
+        model.save_pretrained(folder)
+    loaded = [type(model).from_pretrained(folder) for folder in copies]
+    assert probe_key(loaded[0]) == probe_key(loaded[1]) == probe_key(model) == files[0].stem  # saving changed nothing
+    assert stored_probe(loaded[0]) == stored_probe(loaded[1]) == first and len(calls) == 1
     monkeypatch.setattr(invariance, "cpu_identity", lambda: {**cpu_identity(), "vendor": "GenuineIntel"})
     assert probe_key(model) != files[0].stem
     files[0].write_text("not json")  # a damaged file costs a probe, nothing else

@@ -75,17 +75,12 @@ class IntelLikeGemm:
         self.mp.setattr(torch, "mm", mm_)
         self.mp.setattr(torch, "addmm", addmm_)
         self.mp.setattr(torch, "bmm", bmm_)
-        _forget_probed_kernels()
+        decode_step.forget_probed_kernels()
         return self
 
     def __exit__(self, *exc):
         self.mp.undo()
-        _forget_probed_kernels()
-
-
-def _forget_probed_kernels():
-    decode_step.invariant_counts.cache_clear()
-    decode_step.invariant_key_columns.cache_clear()
+        decode_step.forget_probed_kernels()
 
 
 @pytest.fixture

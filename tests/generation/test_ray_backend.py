@@ -13,6 +13,7 @@ import pytest
 
 from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 from dsgen.generation.sampling import SamplingConfig
+from tests.cli_process import run_dsgen
 from tests.conftest import require
 
 ray = require("ray", "ray")  # the Ray backend is an optional extra
@@ -107,8 +108,8 @@ def test_a_killed_driver_resumes_to_the_same_file(tiny_lm_dir, tmp_path):
     common = ["--inputs", str(inputs), "--generator", str(tiny_lm_dir), "--chunk-inputs", "2", "--batch-size", "16",
               "--per-label", "2", "--max-new-tokens", "12", "--device", "cpu", "--seed", "9", "--quiet"]
     cmd = [sys.executable, "-m", "dsgen.cli", "generate", *common]
-    ref = tmp_path / "ref.jsonl"
-    assert subprocess.run([*cmd, "--out", str(ref)], capture_output=True, timeout=600).returncode == 0
+    ref = tmp_path / "ref.jsonl"  # the reference in one process: a fork of the tests' command server will do
+    assert run_dsgen(["generate", *common, "--out", ref], timeout=600).returncode == 0
     out = tmp_path / "out.jsonl"
     partial = tmp_path / "out.jsonl.partial"
     proc = subprocess.Popen([*cmd, "--out", str(out), "--backend", "ray", "--workers", "1"],
