@@ -64,6 +64,25 @@ KEY_COLUMNS = 96  # key widths below this are probed (a prompt's 18-token instru
 LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
 
 
+def _per_thread_count(measure: Callable[..., Any]) -> Callable[..., Any]:
+    """Remember what ``measure`` (a probe of this CPU's kernels) answers per argument and thread count: a
+    kernel's bits can depend on how many threads split its work, so an answer found at one thread count is
+    never given at another. ``cache_clear`` forgets every answer."""
+    @functools.lru_cache(maxsize=None)
+    def at(threads: int, *args: Any) -> Any:
+        return measure(*args)
+
+    @functools.wraps(measure)
+    def measured(*args: Any) -> Any:
+        import torch
+
+        return at(torch.get_num_threads(), *args)
+
+    measured.cache_clear = at.cache_clear  # type: ignore[attr-defined]
+    return measured
+
+
+@_per_thread_count
 def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
     """The row counts at which this CPU's float32 matrix multiply, on the process's current thread count, gives
     every row the bits it gets in a batch of ``LARGE_ROWS[-1]`` (512) rows, for linear layers of the given
@@ -73,14 +92,6 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
     every count from 4 on. The thread count is part of the answer (MKL splits a multiply's rows between its
     threads), so a count found at one thread count is never used at another; another BLAS or CPU may choose
     its small-batch kernels elsewhere, which is why this is probed rather than written down."""
-    import torch
-
-    return _counts_at(tuple(shapes), torch.get_num_threads())
-
-
-@functools.lru_cache(maxsize=None)
-def _counts_at(shapes: tuple[tuple[int, int], ...], threads: int) -> tuple[int, ...]:
-    """:func:`invariant_counts` at ``threads`` threads (the current count: the key of the process's memo)."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -139,6 +150,7 @@ def row_blocks(rows: int, counts: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(blocks)
 
 
+@_per_thread_count
 def invariant_key_columns(head_dim: int) -> int:
     """The fewest key columns from which this CPU's batched matrix multiply of queries by keys
     (``[M, D] x [D, L]``) gives every score the bits it gets at ``KEY_COLUMNS`` (96) columns, for the
@@ -146,14 +158,6 @@ def invariant_key_columns(head_dim: int) -> int:
     AVX-512: 12 for ``D`` from 16 to 128, 13 for ``D`` = 8. A prefill pads its keys
     to at least this many (masked zeros), so that a short prompt batched alone gets the bits it
     gets beside long ones. Like :func:`invariant_counts`, measured per thread count."""
-    import torch
-
-    return _key_columns_at(head_dim, torch.get_num_threads())
-
-
-@functools.lru_cache(maxsize=None)
-def _key_columns_at(head_dim: int, threads: int) -> int:
-    """:func:`invariant_key_columns` at ``threads`` threads (the current count: the key of the process's memo)."""
     import torch
 
     gen = torch.Generator().manual_seed(1)
@@ -172,8 +176,8 @@ def _key_columns_at(head_dim: int, threads: int) -> int:
 def forget_probed_kernels() -> None:
     """Forget what this process measured of its kernels (:func:`invariant_counts`,
     :func:`invariant_key_columns`): the next call measures again (a test that replaces the kernels)."""
-    _counts_at.cache_clear()
-    _key_columns_at.cache_clear()
+    invariant_counts.cache_clear()
+    invariant_key_columns.cache_clear()
 
 
 def exact_softmax(scores: Any) -> Any:
@@ -423,5 +427,6 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
-           "forget_probed_kernels", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
-           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]
+           "forget_probed_kernels", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
+           "row_blocked", "blocked_linears", "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT",
+           "ATTENTION_NAMES", "HEAD_BLOCK"]

@@ -128,7 +128,8 @@ _BOOKKEEPING = ("_name_or_path", "architectures", "dtype", "torch_dtype", "trans
 
 
 def _without_bookkeeping(config: Any) -> Any:
-    """A configuration's dict without ``_BOOKKEEPING``'s fields, at any depth (a text config inside a multimodal one)."""
+    """A configuration's dict without ``_BOOKKEEPING``'s fields, at any depth (a text config inside a
+    multimodal one)."""
     if isinstance(config, dict):
         return {k: _without_bookkeeping(v) for k, v in config.items() if k not in _BOOKKEEPING}
     return config
@@ -335,6 +336,7 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     """The current thread count computes the bits that one thread (a Ray actor's share) and every core (a local
     run) do, prefill and decode, each with the row counts probed at its own thread count (what a process
     running at that count is given)."""
+    import dataclasses
     import os
 
     import torch
@@ -345,7 +347,7 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     for other in sorted({1, len(os.sched_getaffinity(0))} - {threads}):
         try:
             torch.set_num_threads(other)
-            there = Numerics(candidate.attention, _model_counts(model), True, True, candidate.cpu)
+            there = dataclasses.replace(candidate, counts=_model_counts(model))
             other_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=there)
             same = (torch.equal(other_bank.logits, bank.logits)
                     and torch.equal(_decode_logits(model, other_bank, range(rows), steps, there), many))

@@ -64,7 +64,8 @@ class Numerics:
                 + (", thread-invariant" if self.threads else ", not thread-invariant"))
 
 
-_found: "weakref.WeakKeyDictionary[Any, dict[int, Numerics]]" = weakref.WeakKeyDictionary()  # model -> threads -> record
+# model -> thread count -> the record found for it there
+_found: "weakref.WeakKeyDictionary[Any, dict[int, Numerics]]" = weakref.WeakKeyDictionary()
 _trying: contextvars.ContextVar[Numerics | None] = contextvars.ContextVar("dsgen_numerics_trying", default=None)
 
 
