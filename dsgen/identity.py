@@ -21,6 +21,7 @@ file, task spec or human-source file is a new key even at the same path.
 | an in-memory model (one handed over, not named) | :func:`weights_key` | its parameters' bytes |
 | process-local cache of a model's derived values | :func:`model_key` | the model's fingerprint |
 | data-level fit (RISE's SDI classifier, a guide encoder), ``cache/fits/`` | :func:`data_fit_key` | its kind and version, the stage's settings it depends on, the keys of what it reads (the dataset's key and filters, the inputs' or the source's texts), its models' fingerprints, the data seed, the training thread count |
+| the numerics probe's answer, ``$DSGEN_CACHE_DIR/numerics/`` | :func:`dsgen.generation.invariance.probe_key` | the probe's version, the CPU (capability, vendor, model, vector flags, MKL's instruction cap), the thread count, the torch and transformers versions, the loaded model (:func:`~dsgen.generation.invariance.probed_model_key`: its class, its configuration without where it was loaded from, every parameter's name, dtype, shape and a strided sample of its values) |
 | an evaluation's tokenised batches in this process | :func:`tokens_key` | how the encoder turns text into inputs (its tokenizer's serialised state and settings), the texts' key, the batch shape |
 
 Configs are hashed through ``Config.to_dict()``, which coerces values to their field types, so

@@ -94,7 +94,7 @@ def cpu_identity() -> dict[str, Any]:
             "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS", ""), "machine": platform.machine()}
 
 
-def model_key(model: Any) -> str:
+def probed_model_key(model: Any) -> str:
     """A key of the model as the probe sees it: its class, configuration, and every parameter's name, dtype,
     shape and a strided sample of its values (at most 4,096 per tensor: milliseconds, where hashing the
     whole of SmolLM2-135M's weights would cost each process about a second). Not where it was loaded from:
@@ -137,7 +137,7 @@ def _without_bookkeeping(config: Any) -> Any:
 
 def probe_key(model: Any) -> str:
     """The key a probe of ``model`` is stored under: the probe's version, the CPU (:func:`cpu_identity`), the
-    thread count, the torch and transformers versions and the model (:func:`model_key`)."""
+    thread count, the torch and transformers versions and the model (:func:`probed_model_key`)."""
     import torch
     import transformers
 
@@ -145,7 +145,7 @@ def probe_key(model: Any) -> str:
 
     return stable_hash({"probe": PROBE_VERSION, "cpu": cpu_identity(), "threads": torch.get_num_threads(),
                         "torch": torch.__version__, "transformers": transformers.__version__,
-                        "model": model_key(model)}, length=24)
+                        "model": probed_model_key(model)}, length=24)
 
 
 def stored_probe(model: Any) -> Numerics:
@@ -358,4 +358,5 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     return True
 
 
-__all__ = ["numerics", "probe", "stored_probe", "probe_key", "model_key", "cpu_identity", "layer_shapes", "PROBE_VERSION"]
+__all__ = ["numerics", "probe", "stored_probe", "probe_key", "probed_model_key", "cpu_identity", "layer_shapes",
+           "PROBE_VERSION"]
