@@ -567,11 +567,55 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def transformers_server(tmp_path):
-    """``transformers serve`` on 127.0.0.1, pinned to the dequantised SmolLM2-135M-Instruct folder;
-    yields (base URL, model id, stop). Offline, on the CPU, one thread: on a shared 2-core machine a
-    24-token request takes ~1 s with one thread and 3-10 s with torch's default."""
+class _Serve:
+    """``transformers serve`` on 127.0.0.1, pinned to the dequantised SmolLM2-135M-Instruct folder, started on
+    demand and stopped by a test that needs it gone (its cache reruns) or at the module's end. Offline, on the CPU,
+    one thread: on a shared 2-core machine a 24-token request takes ~1 s with one thread and 3-10 s with torch's
+    default."""
+
+    def __init__(self, exe: Path, folder: Path, log: Path):
+        self.exe, self.folder, self.log = exe, folder, log
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        port = _free_port()
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen([str(self.exe), "serve", str(self.folder), "--host", "127.0.0.1", "--port",
+                                          str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT, env=env)
+        started = time.time()
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"transformers serve exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() - started > 120:
+                self.stop()
+                pytest.fail(f"transformers serve not ready after 120 s: {self.log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        print(f"transformers serve ready after {time.time() - started:.1f} s")
+        self.url = f"http://127.0.0.1:{port}/v1"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def _serve(tmp_path_factory):
+    """One server for the module's tests (its start is the slow part), stopped at the module's end."""
     require("fastapi", "serving")
     require("uvicorn", "serving")
     exe = Path(sys.executable).with_name("transformers")
@@ -580,40 +624,58 @@ def transformers_server(tmp_path):
     from dsgen.models import dequantised_checkpoint, gguf_path_for
 
     folder, _ = dequantised_checkpoint(gguf_path_for("smollm2-135m"))
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
-                             "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT, env=env)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    started = time.time()
+    serve = _Serve(exe, folder, tmp_path_factory.mktemp("serve") / "serve.log")
     try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited: {(tmp_path / 'serve.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() - started > 120:
-                pytest.fail(f"transformers serve not ready after 120 s: {(tmp_path / 'serve.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        print(f"transformers serve ready after {time.time() - started:.1f} s")
-        yield f"http://127.0.0.1:{port}/v1", str(folder), stop
+        yield serve
     finally:
-        stop()
-        log.close()
+        serve.stop()
+
+
+@pytest.fixture
+def transformers_server(_serve):
+    """(base URL, model id, stop) of the module's running server (started again if a test stopped it)."""
+    _serve.start()
+    return _serve.url, str(_serve.folder), _serve.stop
+
+
+@pytest.mark.slow
+def test_dsgen_generate_and_a_method_through_transformers_serve(transformers_server, tmp_path, tiny_encoder_dir,
+                                                                 sts_data_dir):
+    """The command line end to end through a real server: `dsgen generate --generator openai:<model>` and
+    `dsgen run syncse-partial --generator openai:<model>` (the server's sampling switched on in the preset)."""
+    from tests.test_cli import dsgen
+
+    url, model, stop = transformers_server
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(INPUTS) + "\n")
+    out = tmp_path / "pairs.jsonl"
+    gen = dsgen("generate", "--inputs", str(inputs), "--generator", f"openai:{model}", "--base-url", url, "--decay", "0",
+                "--per-label", "1", "--max-new-tokens", "24", "--out", str(out), "--quiet")
+    assert gen.returncode == 0, gen.stderr
+    assert "openai generator" in gen.stdout and json.loads(out.with_name(out.name + ".meta.json").read_text())[
+        "stats"]["requests_made"] == 9
+    preset = tmp_path / "tiny.toml"
+    preset.write_text(f"""seeds = [1]
+data_seeds = [1]
+max_inputs = 3
+tasks = ["sts16"]
+[generation.openai]
+extra_body = {{generation_config = '{{"do_sample": true}}'}}
+[training]
+encoder = "{tiny_encoder_dir}"
+device = "cpu"
+# 3 inputs train a step or two: no warm-up, and a floor of one step (dsgen.training.fit.training_failure)
+warmup_ratio = 0.0
+min_trained_steps = 1
+[training.contrastive]
+batch_size = 4
+""")
+    run = dsgen("run", "syncse-partial", "--preset", str(preset), "--generator", f"openai:{model}", "--base-url", url,
+                "--out", str(tmp_path / "runs"), "--quiet", env={"DSGEN_DATA_DIR": str(sts_data_dir)})
+    assert run.returncode == 0, run.stderr + run.stdout
+    (result,) = (tmp_path / "runs" / "results").rglob("data-1-seed-1.json")
+    extra = json.loads(result.read_text())["extra"]
+    assert extra["plan"]["generator"] == "openai" and extra["generated_pairs"] > 0
 
 
 @pytest.mark.slow
@@ -695,43 +757,3 @@ def test_a_method_runs_through_an_api_generator_in_place_of_the_core(tmp_path, t
     assert result.extra["plan"]["overrides"]["base_url"] == result.extra["plan"]["generation"]["base_url"] == masked
     captured = capfd.readouterr()
     assert assert_nowhere([password, token], [captured.out, captured.err], tmp_path / "runs") > 10
-
-
-@pytest.mark.slow
-def test_dsgen_generate_and_a_method_through_transformers_serve(transformers_server, tmp_path, tiny_encoder_dir,
-                                                                 sts_data_dir):
-    """The command line end to end through a real server: `dsgen generate --generator openai:<model>` and
-    `dsgen run syncse-partial --generator openai:<model>` (the server's sampling switched on in the preset)."""
-    from tests.test_cli import dsgen
-
-    url, model, stop = transformers_server
-    inputs = tmp_path / "in.txt"
-    inputs.write_text("\n".join(INPUTS) + "\n")
-    out = tmp_path / "pairs.jsonl"
-    gen = dsgen("generate", "--inputs", str(inputs), "--generator", f"openai:{model}", "--base-url", url, "--decay", "0",
-                "--per-label", "1", "--max-new-tokens", "24", "--out", str(out), "--quiet")
-    assert gen.returncode == 0, gen.stderr
-    assert "openai generator" in gen.stdout and json.loads(out.with_name(out.name + ".meta.json").read_text())[
-        "stats"]["requests_made"] == 9
-    preset = tmp_path / "tiny.toml"
-    preset.write_text(f"""seeds = [1]
-data_seeds = [1]
-max_inputs = 3
-tasks = ["sts16"]
-[generation.openai]
-extra_body = {{generation_config = '{{"do_sample": true}}'}}
-[training]
-encoder = "{tiny_encoder_dir}"
-device = "cpu"
-# 3 inputs train a step or two: no warm-up, and a floor of one step (dsgen.training.fit.training_failure)
-warmup_ratio = 0.0
-min_trained_steps = 1
-[training.contrastive]
-batch_size = 4
-""")
-    run = dsgen("run", "syncse-partial", "--preset", str(preset), "--generator", f"openai:{model}", "--base-url", url,
-                "--out", str(tmp_path / "runs"), "--quiet", env={"DSGEN_DATA_DIR": str(sts_data_dir)})
-    assert run.returncode == 0, run.stderr + run.stdout
-    (result,) = (tmp_path / "runs" / "results").rglob("data-1-seed-1.json")
-    extra = json.loads(result.read_text())["extra"]
-    assert extra["plan"]["generator"] == "openai" and extra["generated_pairs"] > 0
