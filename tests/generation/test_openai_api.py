@@ -681,7 +681,8 @@ batch_size = 4
 @pytest.mark.slow
 def test_through_transformers_serve(transformers_server, tmp_path):
     """End to end through a real OpenAI-compatible server: both modes, pairs, sidecars and request
-    files; then the server is stopped and the reruns come from the cache."""
+    files; then the server is stopped and the reruns come from the cache. It comes after the module's other test on
+    the server, which would otherwise pay a second start."""
     url, model, stop = transformers_server
     started = time.time()
     # transformers serve decodes greedily unless asked to sample through its own generation_config field
