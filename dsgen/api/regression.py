@@ -123,9 +123,8 @@ def regress(*, preset: str = "smoke", baseline: str | Path | None = None, tolera
     results = run_many(names, p, runs, runner, ov, on_result=on_result)
     if update:
         note = (previous or {}).get("note") if tolerance is None and previous else None
-        kept = write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol,
-                              note=note or (f"dsgen regress --preset {preset} --update --methods {','.join(names)} "
-                                    f"--tolerance {tol:g}"),
+        made_by = f"dsgen regress {' '.join(names)} --preset {preset} --update --tolerance {tol:g}"
+        kept = write_baseline(path, p.name, sorted({s for _, s in runs}), results, tolerance=tol, note=note or made_by,
                               previous=previous)
         return Regression(p.name, path, tol, updated=True, kept=kept, made_with=made_with(results), results=results)
     entry, differently = select(ref, results)
