@@ -35,7 +35,13 @@ from pathlib import Path
 # the OpenAI client's, rich's terminal size, pytest's test name, and torch's compile cache (which torch sets in the
 # tests' process the first time it compiles)
 RUNTIME_ENV = ("DSGEN_DATA_DIR", "DSGEN_CACHE_DIR", "OPENAI_API_KEY", "OPENAI_BASE_URL", "COLUMNS", "LINES",
-               "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR")
+               "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR",
+               # set by polars when imported (mteb imports it) and read as polars loads its library, which the server
+               # never imports: a test that loaded MTEB's results must not cost a server
+               "_RJEM_MALLOC_CONF")
+# The offline environment of the commands that must not reach the Hugging Face hub (loaders of `datasets`, MTEB's,
+# the hub's): one set of variables for all of them, so that they share one server.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
+import shutil
 import string
 import tempfile
 from pathlib import Path
@@ -13,8 +15,11 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sts"
 
 # `datasets` caches what it loads under ~/.cache, keyed by names and patterns rather than contents:
-# the tests (and the dsgen processes they start) get a cache of their own, empty at every session.
-os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="dsgen-tests-datasets-")
+# the tests (and the dsgen processes they start) get a cache of their own, empty at every session, and removed when
+# the process that made it ends (not a fork of it: a command forked by the tests' command server runs exit handlers)
+os.environ["HF_DATASETS_CACHE"] = _DATASETS_CACHE = tempfile.mkdtemp(prefix="dsgen-tests-datasets-")
+_MADE_BY = os.getpid()
+atexit.register(lambda: os.getpid() == _MADE_BY and shutil.rmtree(_DATASETS_CACHE, ignore_errors=True))
 
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile`), scheduled by module: a module's

@@ -76,6 +76,7 @@ BAD_INPUTS = [
     (["bench", "generation", "--device", "tpu"], "unknown device 'tpu'"),
     (["bench", "generation", "--n-inputs", "0"], "--n-inputs and --batch-size must be at least 1"),
     (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
+    (["bench", "table", "--n-boot", "0"], "--n-methods, --n-seeds and --n-boot must be at least 1"),
     (["plan", "dnio"], "unknown method 'dnio' (did you mean 'dino'"),
     (["plan", "dino", "--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'"),
     (["run", "dnio", "--out", "o"], "unknown method 'dnio' (did you mean 'dino'"),
@@ -352,6 +353,11 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     assert e["max_spearman_difference"] < 1e-3 and e["speedup"] > 0  # every batch shape scores as naive does
     assert set(e["evaluator_by_token_budget"]) == {str(e["token_budget"]), "64"}
     assert e["evaluator_by_token_budget"][str(e["token_budget"])]["speedup"] == e["speedup"]
+    tb = dsgen("bench", "table", "--n-methods", "3", "--n-seeds", "2", "--tasks", "sts16", "--n-boot", "150",
+               "--json", str(tmp_path / "t.json"), env=env)
+    assert tb.returncode == 0, tb.stderr
+    t = json.loads((tmp_path / "t.json").read_text())
+    assert t["bit_for_bit"] is True and t["speedup"] > 0 and list(t["tasks"]) == ["sts16"]  # the previous path's values
 
 
 def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_data_dir):

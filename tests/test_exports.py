@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from dsgen.encoders import load_encoder
+from tests.cli_process import OFFLINE
 from tests.conftest import require
 from tests.test_cli import dsgen, tree
 
@@ -39,7 +40,7 @@ min_trained_steps = 1
 encoder = "{tiny_encoder_dir}"
 epochs = 1.0
 """)
-    env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir), **OFFLINE}
     run = dsgen("run", "rise", "--preset", str(preset), "--save-model", "--out", str(root / "runs"), "--quiet", env=env)
     assert run.returncode == 0, run.stderr
     (result,) = sorted((root / "runs" / "results").rglob("data-3-seed-1.json"))
@@ -116,7 +117,7 @@ def test_a_generated_pairs_file_exports_as_it_left_the_generator(tiny_lm_dir, tm
                 "--per-label", "2", "--device", "cpu", "--out", str(tmp_path / "pairs.jsonl"), "--quiet")
     assert gen.returncode == 0, gen.stderr
     res = dsgen("export", "pairs", str(tmp_path / "pairs.jsonl"), "--out", str(tmp_path / "ds"),
-                env={"HF_DATASETS_OFFLINE": "1"})
+                env=OFFLINE)
     assert res.returncode == 0, res.stderr
     ds = load_dataset(str(tmp_path / "ds"))
     n = sum(1 for _ in (tmp_path / "pairs.jsonl").open())
@@ -462,7 +463,7 @@ model_selection = false
 warmup_ratio = 0.0
 min_trained_steps = 1
 """)
-    env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {"DSGEN_DATA_DIR": str(sts_data_dir), **OFFLINE}
     run = dsgen("run", "dino", "--preset", str(preset), "--save-model", "--out", str(tmp_path / "runs"), "--quiet", env=env)
     assert run.returncode == 0, run.stderr
     (result,) = (tmp_path / "runs" / "results").rglob("data-3-seed-1.json")

@@ -188,6 +188,7 @@ def _numbered_replies(chat_text):
 def paper_run(tmp_path_factory, sts_data_dir):
     """`dsgen compare <every registered method> --preset <paper>`: the paper preset, but for the model paths (tiny
     models; the API models through the scripted server), the input counts, the batches and the tasks (STSb only)."""
+    from tests.cli_process import OFFLINE
     from tests.generation import fake_openai_server
     from tests.test_cli import dsgen
 
@@ -221,7 +222,7 @@ def paper_run(tmp_path_factory, sts_data_dir):
         text = text.replace("[training]\n", f'[generation.openai]\nbase_url = "{server.url}"\n\n[training]\n', 1)
         preset = tmp_path / "paper.toml"  # named paper: plans compare with the paper preset's, setting by setting
         preset.write_text(text)
-        env = {"DSGEN_DATA_DIR": str(sts_data_dir), "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "test-key"}
+        env = {"DSGEN_DATA_DIR": str(sts_data_dir), **OFFLINE, "OPENAI_API_KEY": "test-key"}
         out = dsgen("compare", *registered_methods(), "--preset", str(preset), "--out", str(tmp_path / "runs"), "--quiet",
                     env=env, timeout=3600)
     folder = tmp_path / "runs" / "results"

@@ -10,7 +10,7 @@ stderr and exit code 2. Everything a command writes goes under its ``--out`` (or
 | --- | --- |
 | :mod:`~dsgen.cli.generate` | ``generate`` |
 | :mod:`~dsgen.cli.evaluate` | ``eval``, ``table`` |
-| :mod:`~dsgen.cli.bench` | ``bench generation``, ``bench eval``, ``bench scheduling`` |
+| :mod:`~dsgen.cli.bench` | ``bench generation``, ``bench eval``, ``bench scheduling``, ``bench table`` |
 | :mod:`~dsgen.cli.info` | ``methods``, ``plan`` |
 | :mod:`~dsgen.cli.running` | ``run``, ``compare``, ``curve`` |
 | :mod:`~dsgen.cli.verdicts` | ``claims``, ``regress`` |
@@ -41,6 +41,7 @@ app.command("table")(evaluate.table_cmd)
 bench_app.command("generation")(bench.bench_generation)
 bench_app.command("eval")(bench.bench_eval)
 bench_app.command("scheduling")(bench.bench_scheduling)
+bench_app.command("table")(bench.bench_table)
 app.command("methods")(info.methods_cmd)
 app.command("plan")(info.plan_cmd)
 app.command("run")(running.run_cmd)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 LEVEL = 0.95
 
@@ -302,30 +302,76 @@ def paired_bootstrap(reference: list[Any], other: list[Any], gold: Any, n_boot: 
     Args:
         reference / other: per-seed predictions (each of shape (n,)) on the same pairs.
         gold: gold scores (n,).
+    """
+    return paired_bootstraps(reference, {"other": other}, gold, n_boot, seed, chunk)["other"]
 
-    Ranking the resamples is the cost: the gold resample is ranked once per chunk, and seeds with
-    identical predictions (a seed-independent method such as ``base``) once between them; the
-    values are those of ranking every seed on its own.
+
+def paired_bootstraps(reference: list[Any], others: dict[str, list[Any]], gold: Any, n_boot: int = 1000,
+                      seed: int = 0, chunk: int = 100) -> dict[str, Any]:
+    """:func:`paired_bootstrap` of every method in ``others`` against one ``reference``, on the same resamples.
+
+    Ranking the resamples is the cost. Each distinct prediction vector (and the gold) is ranked once per chunk of
+    resamples, whichever methods and seeds share it (the reference for all the others; a seed-independent method
+    such as ``base`` once for its seeds), and a resample is ranked by counting, not sorting: the values' order is
+    known from one sort of the original vector (:func:`_resample_ranker`). The values are those of ranking every
+    seed's resample on its own with ``scipy.stats.rankdata`` (ties averaged), bit for bit.
     """
     import numpy as np
 
     gold = np.asarray(gold, dtype=float)
     rng = np.random.default_rng(seed)
     n = len(gold)
-    preds = [np.asarray(p) for p in (*reference, *other)]
+    names = list(others)
+    seeds = [list(reference), *(list(others[m]) for m in names)]
     first: dict[bytes, int] = {}
-    same = [first.setdefault(np.ascontiguousarray(p).tobytes(), i) for i, p in enumerate(preds)]
-    distinct = sorted(set(same))
-    out = []
+    vectors: list[Any] = []
+    which = []  # per method (the reference first): the index in `vectors` of each seed's predictions
+    for preds in seeds:
+        row = []
+        for p in preds:
+            p = np.ascontiguousarray(p)
+            key = p.dtype.str.encode() + p.tobytes()
+            if key not in first:
+                first[key] = len(vectors)
+                vectors.append(p)
+            row.append(first[key])
+        which.append(row)
+    rank_gold = _resample_ranker(gold)
+    rankers = [_resample_ranker(v) for v in vectors]
+    out: dict[str, list[Any]] = {m: [] for m in names}
     for start in range(0, n_boot, chunk):
         idx = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
-        rg = centred_ranks(gold[idx])
-        scores = {i: spearman_centred(centred_ranks(preds[i][idx]), rg) for i in distinct}
-        per_seed = [scores[j] for j in same]
-        ref = np.mean(per_seed[:len(reference)], axis=0)
-        oth = np.mean(per_seed[len(reference):], axis=0)
-        out.append(oth - ref)
-    return np.concatenate(out)
+        rg = rank_gold(idx)
+        scores = [spearman_centred(rank(idx), rg) for rank in rankers]
+        ref = np.mean([scores[j] for j in which[0]], axis=0)
+        for m, row in zip(names, which[1:]):
+            out[m].append(np.mean([scores[j] for j in row], axis=0) - ref)
+    return {m: np.concatenate(v) for m, v in out.items()}
+
+
+def _resample_ranker(values: Any) -> Callable[[Any], Any]:
+    """``rank(idx)``: :func:`centred_ranks` of ``values[idx]`` for a (B, n) array of resampling indices.
+
+    A resampled value's average rank is the number of resampled values below it plus (its copies + 1) / 2; with the
+    values coded by their order once (``np.unique``), a row's counts per code and their running sum give every rank
+    in linear time. The ranks are half-integers and the row's mean rank is (n + 1) / 2, so the result equals the
+    sorting path's exactly; values with a NaN take that path."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if np.isnan(values).any():
+        return lambda idx: centred_ranks(values[idx])
+    levels, codes = np.unique(values, return_inverse=True)
+    k = len(levels)
+
+    def rank(idx: Any) -> Any:
+        b, n = idx.shape
+        x = codes[idx]
+        counts = np.bincount((x + (np.arange(b) * k)[:, None]).ravel(), minlength=b * k).reshape(b, k)
+        centred = np.cumsum(counts, axis=1) - (counts - 1) / 2 - (n + 1) / 2
+        return np.take_along_axis(centred, x, axis=1)
+
+    return rank
 
 
 def percentile_interval(point: float, samples: Any, level: float = LEVEL, n_boot: int | None = None) -> Interval:

@@ -13,7 +13,7 @@ from typing import Any
 
 from dsgen.errors import DsgenError
 from dsgen.evaluation.results import STAGE_TIMINGS, Result
-from dsgen.evaluation.statistics import Interval, nested_interval, paired_bootstrap, percentile_interval
+from dsgen.evaluation.statistics import Interval, nested_interval, paired_bootstraps, percentile_interval
 
 NEAR_CONSTANT_SD = 0.05
 """A trained method whose average score varies by less than this between training seeds on one dataset (sample
@@ -73,12 +73,19 @@ class Comparison:
                                  "compare them over the same runs")
             self.seed_diffs[m] = {t: nested_interval(self.run_scores(ref, t), self.run_scores(m, t)) for t in self.tasks}
             self.seed_diffs[m]["avg"] = nested_interval(self.run_scores(ref), self.run_scores(m))
-            preds = [r.predictions for r in self.results[m]]
-            ref_pred = [r.predictions for r in self.results[ref]]
-            if any(p is None for p in preds + ref_pred):
-                continue
-            samples = {t: paired_bootstrap([p[t] for p in ref_pred], [p[t] for p in preds], ref_pred[0][f"{t}:gold"],
-                                           self.n_boot, seed=i) for i, t in enumerate(self.tasks)}
+        ref_pred = [r.predictions for r in self.results[ref]]
+        paired = [m for m in self.methods[1:]
+                  if all(p is not None for p in ref_pred + [r.predictions for r in self.results[m]])]
+        if not paired:
+            return
+        # every method against the reference on each task's resamples (one seed per task): the reference's ranks and
+        # the gold's computed once for all of them
+        by_task = {}
+        for i, t in enumerate(self.tasks):
+            others = {m: [r.predictions[t] for r in self.results[m]] for m in paired}
+            by_task[t] = paired_bootstraps([p[t] for p in ref_pred], others, ref_pred[0][f"{t}:gold"], self.n_boot, seed=i)
+        for m in paired:
+            samples = {t: by_task[t][m] for t in self.tasks}
             self.pair_diffs[m] = {t: percentile_interval(self.score(m, t) - self.score(ref, t), samples[t], n_boot=self.n_boot)
                                   for t in self.tasks}
             self.pair_diffs[m]["avg"] = percentile_interval(self.average(m) - self.average(ref),

@@ -172,7 +172,8 @@ class SdiClassifier:
 
         from dsgen.models import encoder_path, resolve_device
         from dsgen.seeding import seeded
-        from dsgen.training.fit import best_weights, train_with_progress
+        from dsgen.training.fit import best_weights
+        from dsgen.training.trainer_run import train_with_progress
 
         cfg = self.config
         path = encoder_path(cfg.encoder)

@@ -10,7 +10,6 @@ bar, and cleans up the temporary checkpoints.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -452,6 +451,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     from transformers import TrainerCallback
 
     from dsgen.training.optimizers import optimizer_cls_and_kwargs
+    from dsgen.training.trainer_run import train_with_progress
 
     from dsgen.models import resolve_device
 
@@ -552,40 +552,3 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
             **({"nonfinite_loss_steps": nonfinite[0]} if nonfinite[0] else {}),  # a diverged run (training_failure)
             "train_seconds": round(time.perf_counter() - started, 2)}
 
-
-def train_with_progress(build: Callable[[str, Any], Any], description: str, steps: int, progress: bool = True,
-                        on_evaluate: Callable[[int, dict[str, float]], None] | None = None) -> None:
-    """Run a Hugging Face / sentence-transformers trainer behind dsgen's rich progress bar.
-
-    ``build(output_dir, callback)`` returns the trainer; the output folder is temporary (checkpoints
-    for model selection) and removed afterwards, and the libraries' own printing callbacks are dropped.
-    """
-    from transformers import TrainerCallback
-
-    from dsgen.progress import progress_bar
-
-    with tempfile.TemporaryDirectory(prefix="dsgen-train-", ignore_cleanup_errors=True) as tmp, \
-            progress_bar(description, total=steps, unit="steps", enabled=progress) as advance:
-
-        class _Progress(TrainerCallback):
-            def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
-                advance(1)
-
-            def on_evaluate(self, args, state, control, metrics=None, **kw):  # noqa: ANN001
-                if on_evaluate and metrics:
-                    on_evaluate(state.global_step, metrics)
-
-        trainer = build(tmp, _Progress())
-        for cb in noise_callbacks(trainer):
-            trainer.remove_callback(cb)
-        trainer.train()
-
-
-def noise_callbacks(trainer: Any) -> list[Any]:
-    """Callbacks that print next to the rich bar: metric dicts, tqdm bars, model-card widgets
-    (dsgen keeps the trained model in memory and writes no model card)."""
-    from sentence_transformers.base.model_card import BaseModelCardCallback
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    noisy = (PrinterCallback, ProgressCallback, BaseModelCardCallback)
-    return [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, noisy)]

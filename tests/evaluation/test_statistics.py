@@ -6,7 +6,7 @@ import pytest
 from dsgen.errors import DsgenError
 from dsgen.reports.comparison import Comparison
 from dsgen.evaluation.results import Result, TaskScore
-from dsgen.evaluation.statistics import paired_bootstrap, seed_t_interval, spearman_rows
+from dsgen.evaluation.statistics import paired_bootstrap, paired_bootstraps, seed_t_interval, spearman_rows
 from dsgen.reports.tables import comparison_markdown
 
 
@@ -40,22 +40,31 @@ def test_paired_bootstrap_agrees_with_scipy():
     assert spearman_rows(a[None, :], gold[None, :])[0] == pytest.approx(100 * spearmanr(a, gold).statistic)
 
 
-def test_bootstrap_ranking_shortcuts_give_the_values_of_ranking_every_seed():
-    """Gold ranked once per chunk and identical seeds ranked once: the same numbers, bit for bit,
-    as every seed ranked against its own gold resample."""
+@pytest.mark.parametrize("ties", [False, True])
+def test_bootstrap_ranking_shortcuts_give_the_values_of_ranking_every_seed(ties):
+    """Gold ranked once per chunk, identical seeds ranked once, resamples ranked by counting, several methods on the
+    same resamples: the same numbers, bit for bit, as every seed ranked with scipy against its own gold resample,
+    method by method. With ties in the gold (STS scores come in steps) and in the predictions too."""
     rng = np.random.default_rng(2)
     gold = rng.random(150)
+    if ties:
+        gold = np.round(gold * 5, 1)  # STS-like gold: 0.0, 0.2, ..., 5.0
     base = gold + rng.normal(0, 0.5, 150)
     reference = [base, base.copy(), base.copy()]  # a seed-independent method: three equal seeds
-    other = [gold + rng.normal(0, 0.3, 150) for _ in range(3)]
-    ours = paired_bootstrap(reference, other, gold, n_boot=250, seed=5, chunk=100)
-    expected, r = [], np.random.default_rng(5)
-    for start in range(0, 250, 100):
-        idx = r.integers(0, 150, size=(min(100, 250 - start), 150))
-        ref = np.mean([spearman_rows(p[idx], gold[idx]) for p in reference], axis=0)
-        oth = np.mean([spearman_rows(p[idx], gold[idx]) for p in other], axis=0)
-        expected.append(oth - ref)
-    assert np.array_equal(ours, np.concatenate(expected))
+    others = {name: [gold + rng.normal(0, sd, 150) for _ in range(3)] for name, sd in (("a", 0.3), ("b", 0.6))}
+    if ties:
+        others = {name: [np.round(p, 1) for p in preds] for name, preds in others.items()}
+    together = paired_bootstraps(reference, others, gold, n_boot=250, seed=5, chunk=100)
+    for name, other in others.items():
+        expected, r = [], np.random.default_rng(5)
+        for start in range(0, 250, 100):
+            idx = r.integers(0, 150, size=(min(100, 250 - start), 150))
+            ref = np.mean([spearman_rows(p[idx], gold[idx]) for p in reference], axis=0)
+            oth = np.mean([spearman_rows(p[idx], gold[idx]) for p in other], axis=0)
+            expected.append(oth - ref)
+        expected = np.concatenate(expected)
+        assert np.array_equal(together[name], expected), name
+        assert np.array_equal(paired_bootstrap(reference, other, gold, n_boot=250, seed=5, chunk=100), expected)
 
 
 def test_seed_t_interval_by_hand():

@@ -324,3 +324,21 @@ def test_the_gist_loss_trains_with_a_guide_and_refuses_graded_weights(tiny_encod
     graded = [Pair(p.text_a, p.text_b, p.label, weight=0.5) for p in pairs]
     with pytest.raises(DsgenError, match="unweighted"):
         trainer.train(graded, [], seed=1, progress=False)
+
+
+def test_a_trainers_run_freezes_the_heap_only_while_it_runs():
+    """accelerate's full garbage collection at the start of every Trainer run skips what was alive before it
+    (dsgen.training.trainer_run.heap_frozen); the heap is unfrozen after, and an inner block leaves it to the outer."""
+    import gc
+
+    from dsgen.training.trainer_run import heap_frozen
+
+    before = gc.get_freeze_count()
+    assert before == 0
+    with heap_frozen():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with heap_frozen():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
