@@ -13,7 +13,7 @@ The predictions are made up on the tasks' real gold scores: the gold plus noise,
 one vector per method and seed, the reference's the same for every seed (as ``base``'s are). Printed: the seconds of
 each, the speed-up, and whether the two give the same resampled differences bit for bit (they must).
 
-Run: ``dsgen bench table [--methods N] [--seeds N] [--tasks stsb,sickr-test] [--n-boot 1000]``.
+Run: ``dsgen bench table [--n-methods 8] [--n-seeds 3] [--tasks stsb,sickr-test] [--n-boot 1000]``.
 """
 
 from __future__ import annotations
