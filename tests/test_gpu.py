@@ -58,7 +58,7 @@ def test_ray_actor_takes_one_gpu(tiny_lm_dir, tmp_path):
                            per_label=2, device="cuda", seed=3)
     inputs = [f"Sentence {i} here." for i in range(6)]
     DebiasedGenerator(cfg).generate(inputs, tmp_path / "local.jsonl", progress=False)
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     try:
         DebiasedGenerator(cfg, backend=RayBackend(workers=1, device="cuda")).generate(inputs, tmp_path / "ray.jsonl",
                                                                                      progress=False)

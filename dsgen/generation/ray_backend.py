@@ -45,8 +45,8 @@ def connect_ray(ray: Any, address: str | None, env: dict[str, str]) -> bool:
     try:
         if address:
             ray.init(address=address, **kwargs)
-        else:
-            ray.init(num_cpus=os.cpu_count() or 1, **kwargs)
+        else:  # "local": without it Ray joins the cluster last started on this machine (/tmp/ray/ray_current_cluster)
+            ray.init(address="local", num_cpus=os.cpu_count() or 1, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise DsgenError(f"cannot start or reach Ray ({address or 'local'}): {str(exc).splitlines()[0]}") from None
     return True

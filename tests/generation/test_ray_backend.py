@@ -28,7 +28,7 @@ def config(model_dir):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
@@ -117,8 +117,10 @@ def test_a_killed_driver_resumes_to_the_same_file(tiny_lm_dir, tmp_path):
     deadline = time.time() + 300
     while proc.poll() is None and not list(partial.glob("chunk-*.jsonl")) and time.time() < deadline:
         time.sleep(0.05)
+    early = proc.poll()  # a driver that ended by itself before any chunk was stored says why
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _, err = proc.communicate()
+    assert early is None, err.decode()[-2000:]
     assert not out.exists() and list(partial.glob("chunk-*.jsonl"))
     resumed = subprocess.run([*cmd, "--out", str(out), "--backend", "ray", "--workers", "2"], capture_output=True,
                              text=True, timeout=600)

@@ -292,6 +292,20 @@ def test_a_node_with_other_package_versions_or_code_is_refused_in_one_line(clust
             c.remove_node(node)
 
 
+def test_a_command_without_an_address_starts_a_ray_of_its_own_beside_a_running_cluster(cluster):
+    """``ray.init()`` without an address joins the cluster a ``ray start`` or a ``Cluster`` of this machine last wrote to
+    /tmp/ray/ray_current_cluster (this module's is written there); dsgen's default is a Ray of its own for the command
+    (all of this machine's CPUs, one node), never another program's cluster."""
+    c, _, _ = cluster
+    code = ("import os, ray; from dsgen.generation.ray_backend import connect_ray; connect_ray(ray, None, {}); "
+            "print(ray.get_runtime_context().gcs_address, len(ray.nodes()), ray.cluster_resources().get('CPU'))")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    gcs, nodes, cpus = out.stdout.split()
+    assert gcs != c.address and nodes == "1" and float(cpus) == os.cpu_count()
+
+
 def test_the_command_line_runs_a_comparison_on_a_cluster(cluster, unit, tmp_path, tiny_encoder_dir):
     """``dsgen compare --backend ray --address`` with a built-in method: the table, and the scores a local command
     writes."""
