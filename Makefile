@@ -75,6 +75,7 @@ bench: install
 	$(DSGEN) bench generation --json runs/bench/generation.json
 	$(DSGEN) bench eval --json runs/bench/eval.json
 	$(DSGEN) bench table --json runs/bench/table.json
+	$(DSGEN) bench training --json runs/bench/training.json
 
 # The GPU check (README "GPU check"), on a machine with CUDA, from a checkout that needs no install: `pytest -m gpu`,
 # then generation, training and evaluation throughput on randomly initialised GPT2-XL / roberta-base architectures at

@@ -77,6 +77,7 @@ BAD_INPUTS = [
     (["bench", "generation", "--n-inputs", "0"], "--n-inputs and --batch-size must be at least 1"),
     (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
     (["bench", "table", "--n-boot", "0"], "--n-methods, --n-seeds and --n-boot must be at least 1"),
+    (["bench", "training", "--rounds", "0"], "--rounds at least 1"),
     (["plan", "dnio"], "unknown method 'dnio' (did you mean 'dino'"),
     (["plan", "dino", "--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'"),
     (["run", "dnio", "--out", "o"], "unknown method 'dnio' (did you mean 'dino'"),
@@ -358,6 +359,14 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     assert tb.returncode == 0, tb.stderr
     t = json.loads((tmp_path / "t.json").read_text())
     assert t["bit_for_bit"] is True and t["speedup"] > 0 and list(t["tasks"]) == ["sts16"]  # the previous path's values
+    tr = dsgen("bench", "training", "--model", f"lm:{tiny_lm_dir}?layers=2&pooling=mean", "--pairs", "24", "--batch-size", "8",
+               "--rounds", "1", "--overhead", "0", "--json", str(tmp_path / "tr.json"), env=env)
+    assert tr.returncode == 0, tr.stderr
+    r = json.loads((tmp_path / "tr.json").read_text())
+    positions = r["token_positions"]
+    assert r["steps"] == 3 and r["speedup"]["median"] > 0 and set(r["other_overheads"]) == {"0"}
+    assert positions["real"] <= positions["grouped"] < positions["padded"]  # STSb pairs of 24 rows leave padding to cut
+    assert r["weights_relative_difference"] < 1e-5  # the same training up to float rounding (a Llama has no dropout)
 
 
 def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_data_dir):

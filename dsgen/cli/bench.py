@@ -55,7 +55,7 @@ def bench_generation(
 
 
 def bench_eval(
-    model: Annotated[str, typer.Option(help="Encoder (the cpu preset's: smollm2-l4).")] = "minilm-l6",
+    model: o.BenchModel = "minilm-l6",
     tasks: o.Tasks = None,
     data_dir: o.DataDir = None,
     batch_size: Annotated[int, typer.Option(help="Batch size of the naive baseline.")] = 64,
@@ -88,6 +88,28 @@ def bench_eval(
     run(model=model, tasks=tasks, data_dir=data_dir, batch_size=batch_size, json_out=json_out,
         token_budgets=tuple(token_budget) if token_budget else None, dtype=dtype, rounds=rounds,
         later_runs=later_runs, threads=threads)
+
+
+def bench_training(
+    model: o.BenchModel = "smollm2-l4",
+    pairs: Annotated[int, typer.Option(help="STS benchmark train pairs to train on (gold / 5).")] = 320,
+    rounds: Annotated[int, typer.Option(help="Rounds of the padded and the grouped training, for the ratio's spread.")] = 2,
+    batch_size: Annotated[int, typer.Option(help="Pairs per batch (DINO's: 32).")] = 32,
+    overhead: Annotated[Optional[list[int]], typer.Option(
+        help="Further per-group costs to time the cut at, in padded tokens; repeatable (default: none).")] = None,
+    data_dir: o.DataDir = None,
+    json_out: o.JsonFile = None,
+) -> None:
+    """The regression trainer with each batch computed in groups of similar length vs padded whole: seconds per step, speed-up and its spread, the padding each leaves, weight agreement."""
+    from dsgen.artifacts import check_writable_target
+    from dsgen.benchmarks.training import run
+
+    if pairs < 2 or rounds < 1 or batch_size < 2 or any(n < 0 for n in overhead or []):
+        raise DsgenError("--pairs and --batch-size must be at least 2, --rounds at least 1 and --overhead non-negative")
+    if json_out:
+        check_writable_target(json_out)
+    run(encoder=model, pairs=pairs, rounds=rounds, batch_size=batch_size, overheads=tuple(overhead or ()),
+        data_dir=data_dir, json_out=json_out)
 
 
 def bench_scheduling(
@@ -149,4 +171,4 @@ def bench_table(
     run(methods=n_methods, seeds=n_seeds, tasks=tasks, n_boot=n_boot, data_dir=data_dir, json_out=json_out)
 
 
-__all__ = ["bench_eval", "bench_generation", "bench_scheduling", "bench_table"]
+__all__ = ["bench_eval", "bench_generation", "bench_scheduling", "bench_table", "bench_training"]

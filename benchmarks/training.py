@@ -1,0 +1,128 @@
+"""Training speed: a training batch computed in groups of similar length (:mod:`dsgen.training.padding`) against the
+same batch padded whole, in one run.
+
+The regression trainer (DINO's: cosine regression, batch 32, the presets' ``adamw-torch`` at lr 1e-3) trains the same
+encoder on the same STS benchmark train pairs (gold / 5) with the same seed, once with ``trim_padding = false`` (each
+drawn batch in one call, padded to its longest row, as sentence-transformers computes it) and once with the default
+cut, the two alternating in each of ``rounds`` rounds (the first of a round is padded in odd rounds, trimmed in even
+ones, so that neither always runs on a warmer machine). Nothing is selected or evaluated during training: the time is
+the optimizer steps'.
+
+Printed: the padded and the real token positions of the run's batches (what trimming can save at most), seconds per
+step of each and the speed-up with its spread over the rounds, the relative difference of the two runs' trained
+weights (equal up to float rounding), the CPU and the load average before and after. ``--overhead N`` (repeatable)
+also times the cut at other per-group costs (:data:`dsgen.training.padding.GROUP_OVERHEAD_TOKENS` is the default).
+
+Run: ``dsgen bench training [--model smollm2-l4] [--pairs 320] [--rounds 2] [--overhead N ...]``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def batch_tokens(model: Any, texts: tuple[list[str], list[str]], order: list[int], batch_size: int) -> dict[str, int]:
+    """Token positions of the batches in ``order``: real ones, padded whole, and padded per group of the cut."""
+    from dsgen.training.padding import length_groups
+
+    counts = {"real": 0, "padded": 0, "grouped": 0}
+    for column in texts:
+        lengths = [int(n) for n in model.preprocess(column)["attention_mask"].sum(1).tolist()]
+        for start in range(0, len(order), batch_size):
+            rows = [lengths[i] for i in order[start:start + batch_size]]
+            counts["real"] += sum(rows)
+            counts["padded"] += len(rows) * max(rows)
+            counts["grouped"] += sum(len(g) * max(rows[i] for i in g) for g in length_groups(rows))
+    return counts
+
+
+def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_size: int = 32,
+        overheads: tuple[int, ...] = (), data_dir: str | None = None, json_out: Path | None = None,
+        seed: int = 1) -> dict[str, Any]:
+    import random
+
+    import torch
+    from datasets import Dataset
+
+    from dsgen.artifacts import write_json
+    from dsgen.benchmarks.evaluation import cpu_description, spread
+    from dsgen.console import console as make_console
+    from dsgen.data.sts import data_dir as resolve_data_dir
+    from dsgen.data.sts import read_stsb, using_data_dir
+    from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
+    from dsgen.training.losses import WeightedCosineSimilarityLoss
+    from dsgen.training.padding import GROUP_OVERHEAD_TOKENS, trimmed_padding
+
+    console = make_console()
+    root = resolve_data_dir(data_dir)
+    gold = read_stsb(root, "train")
+    n = min(pairs, len(gold))
+    # a seeded sample: the split is ordered by genre (short image captions first, then news and forum posts)
+    picked = sorted(random.Random(seed).sample(range(len(gold)), n))
+    texts = ([gold.sentences1[i] for i in picked], [gold.sentences2[i] for i in picked])
+    dataset = Dataset.from_dict({"sentence1": texts[0], "sentence2": texts[1],
+                                 "label": [[gold.scores[i] / 5.0, 1.0] for i in picked]})
+    cfg = TrainingConfig(encoder=encoder, batch_size=batch_size, learning_rate=1e-3, optimizer="adamw-torch",
+                         model_selection=False, min_trained_steps=1, device="cpu", trim_padding=False)
+    steps = -(-n // batch_size)
+    cpu, load_before = cpu_description(), os.getloadavg()
+
+    def train(overhead: int | None) -> tuple[float, list[Any]]:
+        """Seconds per step of one training (``overhead`` None: batches padded whole), and its trained weights."""
+        with using_data_dir(root):
+            model = load_trainable_encoder(cfg, seed)
+        start = time.perf_counter()
+        with trimmed_padding(model, overhead is not None, overhead or 0):
+            fit(model, dataset, WeightedCosineSimilarityLoss(model), cfg, seed, progress=False)
+        seconds = (time.perf_counter() - start) / steps
+        return seconds, [p.detach() for p in model.parameters() if p.requires_grad]
+
+    with using_data_dir(root):
+        probe = load_trainable_encoder(cfg, seed)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)  # batches of a random draw, as training draws them (not the same draw)
+    tokens = batch_tokens(probe, texts, order, batch_size)
+    del probe
+    console.print(f"{n} STSb train pairs, batch {batch_size} ({steps} steps), encoder {encoder}; token positions of "
+                  f"random batches (both sides): {tokens['real']} real, {tokens['padded']} padded whole "
+                  f"({tokens['padded'] / tokens['real']:.2f}x), {tokens['grouped']} in groups "
+                  f"({tokens['grouped'] / tokens['real']:.2f}x)")
+
+    measured, weights = [], {}
+    for r in range(rounds):
+        order_of_round = (None, GROUP_OVERHEAD_TOKENS) if r % 2 == 0 else (GROUP_OVERHEAD_TOKENS, None)
+        got = {}
+        for overhead in order_of_round:
+            got[overhead], weights[overhead] = train(overhead)
+        ratio = got[None] / got[GROUP_OVERHEAD_TOKENS]
+        measured.append({"padded_seconds_per_step": round(got[None], 3),
+                         "trimmed_seconds_per_step": round(got[GROUP_OVERHEAD_TOKENS], 3), "speedup": round(ratio, 2)})
+        console.print(f"round {r + 1}: padded whole {got[None]:.3f} s/step, in groups {got[GROUP_OVERHEAD_TOKENS]:.3f} "
+                      f"s/step ({ratio:.2f}x)")
+    a, b = weights[None], weights[GROUP_OVERHEAD_TOKENS]
+    difference = float(torch.sqrt(sum((x - y).double().pow(2).sum() for x, y in zip(a, b, strict=True)))
+                       / torch.sqrt(sum(x.double().pow(2).sum() for x in a)))
+    console.print(f"trained weights, padded whole vs in groups: relative difference {difference:.2e} (float rounding)")
+    others = {}
+    for overhead in dict.fromkeys(overheads):
+        if overhead != GROUP_OVERHEAD_TOKENS:
+            seconds, _ = train(overhead)
+            padded = measured[-1]["padded_seconds_per_step"]
+            others[str(overhead)] = {"seconds_per_step": round(seconds, 3), "speedup_vs_last_padded": round(padded / seconds, 2)}
+            console.print(f"group overhead {overhead} tokens: {seconds:.3f} s/step ({padded / seconds:.2f}x the last "
+                          "padded run)")
+    speedups = [m["speedup"] for m in measured]
+    result = {"encoder": encoder, "pairs": n, "batch_size": batch_size, "steps": steps, "seed": seed,
+              "group_overhead_tokens": GROUP_OVERHEAD_TOKENS, "token_positions": tokens, "rounds": measured,
+              "speedup": spread(speedups), "weights_relative_difference": float(f"{difference:.3g}"),
+              "other_overheads": others, "cpu": cpu, "load_average": {"before": load_before, "after": os.getloadavg()}}
+    console.print(f"speed-up of the cut: median {result['speedup']['median']:.2f}x (min {result['speedup']['min']:.2f}, "
+                  f"max {result['speedup']['max']:.2f}) on {cpu['model_name']} ({cpu['capability']}, {cpu['threads']} "
+                  f"threads); load average {load_before[0]:.2f} -> {result['load_average']['after'][0]:.2f}")
+    if json_out:
+        write_json(json_out, result)
+        console.print(f"wrote {json_out}")
+    return result

@@ -1,0 +1,132 @@
+"""A training batch computed in groups of similar length (dsgen.training.padding): the same embeddings and gradients
+as the padded batch, the cheapest cut, the model's own forward back afterwards."""
+
+import itertools
+import random
+
+import pytest
+
+from dsgen.data.pairs import Pair
+from dsgen.training.padding import grouped_forward, length_groups, right_padded_lengths, trimmed_padding
+
+WORDS = "a man woman dog cat plays runs guitar piano eats food street car red blue".split()
+
+
+def sentences(seed, n=24):
+    """Sentences of 1 to 30 words: a batch with much padding."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.choice([1, 2, 3, 5, 8, 13, 30]))) + "." for _ in range(n)]
+
+
+def padded_cost(groups, lengths, overhead):
+    return sum(len(g) * max(lengths[i] for i in g) + overhead for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cut_is_the_cheapest_and_covers_every_row_once(seed):
+    """Against every cut of the rows sorted by length (brute force over the 2^(n-1) cuts)."""
+    rng = random.Random(seed)
+    lengths = [rng.choice([3, 4, 4, 9, 12, 20, 41]) for _ in range(rng.randint(2, 11))]
+    overhead = rng.choice([0, 5, 32, 400])
+    groups = length_groups(lengths, overhead)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    best = min(padded_cost([order[a:b] for a, b in zip((0, *cuts), (*cuts, len(order)))], lengths, overhead)
+               for k in range(len(order)) for cuts in itertools.combinations(range(1, len(order)), k))
+    assert padded_cost(groups, lengths, overhead) == best
+    assert length_groups(lengths, overhead) == groups  # the lengths alone decide it
+    assert length_groups([7] * 5, 0) == [[0, 1, 2, 3, 4]] and length_groups([], 3) == []
+
+
+def test_only_a_right_padded_batch_is_cut():
+    import torch
+
+    ids = torch.ones(3, 4, dtype=torch.long)
+    right = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
+    assert right_padded_lengths({"input_ids": ids, "attention_mask": right, "modality": "text"}) == [3, 1, 4]
+    left = torch.tensor([[0, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]])
+    assert right_padded_lengths({"input_ids": ids, "attention_mask": left}) is None
+    holes = torch.tensor([[1, 0, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
+    assert right_padded_lengths({"input_ids": ids, "attention_mask": holes}) is None
+    assert right_padded_lengths({"input_ids": ids, "attention_mask": right, "pixel_values": torch.ones(3, 2)}) is None
+    assert right_padded_lengths({"input_ids": ids[:1], "attention_mask": right[:1]}) is None  # one row: nothing to cut
+
+
+def encoders(tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    """The cpu preset's kind of encoder (a raw causal LM, mean pooled, standardised) and a BERT, both tiny and random."""
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    with using_data_dir(sts_data_dir):
+        yield "raw-lm", load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean&token_norm=1&standardize=1", "cpu")
+    yield "bert", load_encoder(str(tiny_encoder_dir), "cpu")
+
+
+def test_groups_give_the_padded_batchs_embeddings_and_gradients(tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    import torch
+
+    for kind, model in encoders(tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+        model.eval()  # no dropout: both paths compute the same function
+        texts = sentences(1)
+        features = model.preprocess(texts)
+        calls = []
+
+        def forward(part):
+            calls.append(part["input_ids"].shape)
+            return model.forward(part)
+
+        grads = []
+        for grouped in (False, True):
+            model.zero_grad()
+            out = grouped_forward(forward, dict(features), overhead=8) if grouped else model(dict(features))
+            emb = out["sentence_embedding"]
+            (emb[:12] * emb[12:]).sum().backward()
+            grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+            if not grouped:
+                reference = emb.detach(), out["token_embeddings"].detach(), out["modality"]
+        assert len(calls) > 1, kind  # the batch was cut
+        assert sum(rows for rows, _ in calls) == len(texts) and max(width for _, width in calls) == features["input_ids"].size(1)
+        assert sum(rows * width for rows, width in calls) < features["input_ids"].numel()
+        assert torch.allclose(emb.detach(), reference[0], atol=1e-5), kind
+        mask = features["attention_mask"].unsqueeze(-1).bool()
+        tokens = out["token_embeddings"].detach()
+        assert tokens.shape == reference[1].shape
+        assert torch.allclose(tokens * mask, reference[1] * mask, atol=1e-5), kind  # real positions as padded
+        assert out["input_ids"] is features["input_ids"] and out["modality"] == reference[2]  # inputs whole, other outputs kept
+        for a, b in zip(*grads, strict=True):  # equal up to float rounding (the products have other shapes)
+            assert float((a - b).norm()) <= 1e-5 * float(a.norm()) + 1e-7, kind  # + a key bias's zero gradient
+
+
+def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_encoder_dir):
+    from dsgen.encoders import load_encoder
+
+    model = load_encoder(str(tiny_encoder_dir), "cpu")
+    assert "forward" not in vars(model)
+    with pytest.raises(RuntimeError, match="inside"), trimmed_padding(model):
+        assert "forward" in vars(model)
+        raise RuntimeError("inside")
+    assert "forward" not in vars(model)
+    with trimmed_padding(model, enabled=False):
+        assert "forward" not in vars(model)
+
+
+def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir):
+    """The regression trainer on the same pairs and seed, batches cut or padded whole: the same training up to float
+    rounding (a Llama encoder has no dropout, so nothing random depends on the cut)."""
+    from dsgen.data.sts import using_data_dir
+    from dsgen.training.fit import TrainingConfig
+    from dsgen.training.regression import RegressionTrainer
+
+    texts = sentences(2, 64)
+    rng = random.Random(3)
+    train = [Pair(texts[i], texts[-1 - i], rng.choice([0.1, 0.5, 0.9])) for i in range(64)]
+    cfg = TrainingConfig(encoder=f"lm:{tiny_lm_dir}?layers=2&pooling=mean&standardize=1", batch_size=16,
+                         learning_rate=1e-3, device="cpu", model_selection=False, min_trained_steps=1)
+    weights = []
+    with using_data_dir(sts_data_dir):
+        for trim in (False, True):
+            outcome = RegressionTrainer(cfg.replace(trim_padding=trim)).train(train, [], seed=1, progress=False)
+            assert "forward" not in vars(outcome.model) and outcome.log["weight_update"] > 0
+            weights.append([p.detach() for p in outcome.model.parameters() if p.requires_grad])
+    for a, b in zip(*weights, strict=True):
+        assert float((a - b).norm()) <= 1e-4 * float(a.norm())
