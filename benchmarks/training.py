@@ -11,7 +11,8 @@ the optimizer steps'.
 Printed: the padded and the real token positions of the run's batches (what trimming can save at most), seconds per
 step of each and the speed-up with its spread over the rounds, the relative difference of the two runs' trained
 weights (equal up to float rounding), the CPU and the load average before and after. ``--overhead N`` (repeatable)
-also times the cut at other per-group costs (:data:`dsgen.training.padding.GROUP_OVERHEAD_TOKENS` is the default).
+also times the cut at other per-group costs, each beside a run at the default
+(:data:`dsgen.training.padding.GROUP_OVERHEAD_TOKENS`), as a time ratio to it.
 
 Run: ``dsgen bench training [--model smollm2-l4] [--pairs 320] [--rounds 2] [--overhead N ...]``.
 """
@@ -108,12 +109,13 @@ def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_si
     console.print(f"trained weights, padded whole vs in groups: relative difference {difference:.2e} (float rounding)")
     others = {}
     for overhead in dict.fromkeys(overheads):
-        if overhead != GROUP_OVERHEAD_TOKENS:
+        if overhead != GROUP_OVERHEAD_TOKENS:  # each beside a run at the default, so that the machine's drift cancels
+            beside, _ = train(GROUP_OVERHEAD_TOKENS)
             seconds, _ = train(overhead)
-            padded = measured[-1]["padded_seconds_per_step"]
-            others[str(overhead)] = {"seconds_per_step": round(seconds, 3), "speedup_vs_last_padded": round(padded / seconds, 2)}
-            console.print(f"group overhead {overhead} tokens: {seconds:.3f} s/step ({padded / seconds:.2f}x the last "
-                          "padded run)")
+            others[str(overhead)] = {"seconds_per_step": round(seconds, 3), "default_seconds_per_step": round(beside, 3),
+                                     "time_vs_default": round(seconds / beside, 2)}
+            console.print(f"group overhead {overhead} tokens: {seconds:.3f} s/step, {seconds / beside:.2f}x the time of "
+                          f"the default {GROUP_OVERHEAD_TOKENS} beside it ({beside:.3f} s/step)")
     speedups = [m["speedup"] for m in measured]
     result = {"encoder": encoder, "pairs": n, "batch_size": batch_size, "steps": steps, "seed": seed,
               "group_overhead_tokens": GROUP_OVERHEAD_TOKENS, "token_positions": tokens, "rounds": measured,
