@@ -14,7 +14,12 @@ weights (equal up to float rounding), the CPU and the load average before and af
 also times the cut at other per-group costs, each beside a run at the default
 (:data:`dsgen.training.padding.GROUP_OVERHEAD_TOKENS`), as a time ratio to it.
 
-Run: ``dsgen bench training [--model smollm2-l4] [--pairs 320] [--rounds 2] [--overhead N ...]``.
+``--trainer sdi`` times RISE's SDI classifier instead (all-MiniLM-L6-v2 by default, as the presets' backbone): one
+epoch on both sentences of the pairs, labelled alternately, a tenth held out for its evaluation; the whole ``fit`` is
+timed (loading, the epoch's evaluation and the final accuracy included), and dropout draws other masks in the two runs.
+
+Run: ``dsgen bench training [--trainer regression|sdi] [--model smollm2-l4] [--pairs 320] [--rounds 2]
+[--overhead N ...]``.
 """
 
 from __future__ import annotations
@@ -25,13 +30,21 @@ from pathlib import Path
 from typing import Any
 
 
-def batch_tokens(model: Any, texts: tuple[list[str], list[str]], order: list[int], batch_size: int) -> dict[str, int]:
-    """Token positions of the batches in ``order``: real ones, padded whole, and padded per group of the cut."""
+def batch_tokens(tokenize: Any, texts: tuple[list[str], ...], order: list[int], batch_size: int,
+                 shuffle_seed: int | None = None) -> dict[str, int]:
+    """Token positions of the batches in ``order`` (shuffled with ``shuffle_seed`` when given: batches of a random
+    draw, as training draws them, though not the same draw), each column of ``texts`` tokenised by ``tokenize``: real
+    ones, padded whole, and padded per group of the cut."""
+    import random
+
     from dsgen.training.padding import length_groups
 
+    if shuffle_seed is not None:
+        order = list(order)
+        random.Random(shuffle_seed).shuffle(order)
     counts = {"real": 0, "padded": 0, "grouped": 0}
     for column in texts:
-        lengths = [int(n) for n in model.preprocess(column)["attention_mask"].sum(1).tolist()]
+        lengths = [int(n) for n in tokenize(column)["attention_mask"].sum(1).tolist()]
         for start in range(0, len(order), batch_size):
             rows = [lengths[i] for i in order[start:start + batch_size]]
             counts["real"] += sum(rows)
@@ -40,9 +53,11 @@ def batch_tokens(model: Any, texts: tuple[list[str], list[str]], order: list[int
     return counts
 
 
-def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_size: int = 32,
+def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_size: int = 32,
         overheads: tuple[int, ...] = (), data_dir: str | None = None, json_out: Path | None = None,
-        seed: int = 1) -> dict[str, Any]:
+        seed: int = 1, trainer: str = "regression") -> dict[str, Any]:
+    """``trainer``: ``regression`` (an encoder, default ``smollm2-l4``) or ``sdi`` (RISE's classifier on both
+    sentences of the pairs, labelled alternately, 10% held out for its per-epoch evaluation; default ``minilm-l6``)."""
     import random
 
     import torch
@@ -53,6 +68,7 @@ def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_si
     from dsgen.console import console as make_console
     from dsgen.data.sts import data_dir as resolve_data_dir
     from dsgen.data.sts import read_stsb, using_data_dir
+    from dsgen.reweighting.sdi import SdiClassifier, SdiConfig, SdiData
     from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
     from dsgen.training.losses import WeightedCosineSimilarityLoss
     from dsgen.training.padding import GROUP_OVERHEAD_TOKENS, trimmed_padding
@@ -64,33 +80,61 @@ def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_si
     # a seeded sample: the split is ordered by genre (short image captions first, then news and forum posts)
     picked = sorted(random.Random(seed).sample(range(len(gold)), n))
     texts = ([gold.sentences1[i] for i in picked], [gold.sentences2[i] for i in picked])
-    dataset = Dataset.from_dict({"sentence1": texts[0], "sentence2": texts[1],
-                                 "label": [[gold.scores[i] / 5.0, 1.0] for i in picked]})
-    cfg = TrainingConfig(encoder=encoder, batch_size=batch_size, learning_rate=1e-3, optimizer="adamw-torch",
-                         model_selection=False, min_trained_steps=1, device="cpu", trim_padding=False)
-    steps = -(-n // batch_size)
     cpu, load_before = cpu_description(), os.getloadavg()
 
-    def train(overhead: int | None) -> tuple[float, list[Any]]:
-        """Seconds per step of one training (``overhead`` None: batches padded whole), and its trained weights."""
-        with using_data_dir(root):
-            model = load_trainable_encoder(cfg, seed)
-        start = time.perf_counter()
-        with trimmed_padding(model, overhead is not None, overhead or 0):
-            fit(model, dataset, WeightedCosineSimilarityLoss(model), cfg, seed, progress=False)
-        seconds = (time.perf_counter() - start) / steps
-        return seconds, [p.detach() for p in model.parameters() if p.requires_grad]
+    if trainer == "sdi":
+        encoder = encoder or "minilm-l6"
+        sentences = [x for pair in zip(*texts) for x in pair]
+        examples = [(x, i % 2) for i, x in enumerate(sentences)]
+        held = max(2, len(examples) // 10)
+        data = SdiData(examples[held:], examples[:held])
+        steps = -(-len(data.train) // batch_size)
+        sdi = SdiConfig(encoder=encoder, epochs=1.0, batch_size=batch_size, device="cpu")
 
-    with using_data_dir(root):
-        probe = load_trainable_encoder(cfg, seed)
-    order = list(range(n))
-    random.Random(seed).shuffle(order)  # batches of a random draw, as training draws them (not the same draw)
-    tokens = batch_tokens(probe, texts, order, batch_size)
-    del probe
-    console.print(f"{n} STSb train pairs, batch {batch_size} ({steps} steps), encoder {encoder}; token positions of "
-                  f"random batches (both sides): {tokens['real']} real, {tokens['padded']} padded whole "
-                  f"({tokens['padded'] / tokens['real']:.2f}x), {tokens['grouped']} in groups "
-                  f"({tokens['grouped'] / tokens['real']:.2f}x)")
+        def train(overhead: int | None) -> tuple[float, list[Any]]:
+            classifier = SdiClassifier(sdi.replace(trim_padding=overhead is not None))
+            start = time.perf_counter()
+            classifier.fit(data, seed, progress=False)
+            return (time.perf_counter() - start) / steps, [p.detach() for p in classifier.model.parameters()]
+
+        from transformers import AutoTokenizer
+
+        from dsgen.models import encoder_path
+
+        tokenizer = AutoTokenizer.from_pretrained(encoder_path(encoder))
+        tokens = batch_tokens(lambda column: tokenizer(column, padding=True, truncation=True, max_length=sdi.max_length,
+                                                        return_tensors="pt"),
+                              (sentences[held:],), list(range(len(data.train))), batch_size, shuffle_seed=seed)
+        console.print(f"SDI classifier on {len(data.train)} STSb train sentences ({held} held out), batch {batch_size} "
+                      f"({steps} steps, one epoch), encoder {encoder}; token positions of random batches: "
+                      f"{tokens['real']} real, {tokens['padded']} padded whole ({tokens['padded'] / tokens['real']:.2f}x), "
+                      f"{tokens['grouped']} in groups ({tokens['grouped'] / tokens['real']:.2f}x)")
+    else:
+        encoder = encoder or "smollm2-l4"
+        dataset = Dataset.from_dict({"sentence1": texts[0], "sentence2": texts[1],
+                                     "label": [[gold.scores[i] / 5.0, 1.0] for i in picked]})
+        cfg = TrainingConfig(encoder=encoder, batch_size=batch_size, learning_rate=1e-3, optimizer="adamw-torch",
+                             model_selection=False, min_trained_steps=1, device="cpu", trim_padding=False)
+        steps = -(-n // batch_size)
+
+        def train(overhead: int | None) -> tuple[float, list[Any]]:
+            """Seconds per step of one training (``overhead`` None: batches padded whole), and its trained weights."""
+            with using_data_dir(root):
+                model = load_trainable_encoder(cfg, seed)
+            start = time.perf_counter()
+            with trimmed_padding(model, overhead is not None, overhead or 0):
+                fit(model, dataset, WeightedCosineSimilarityLoss(model), cfg, seed, progress=False)
+            seconds = (time.perf_counter() - start) / steps
+            return seconds, [p.detach() for p in model.parameters() if p.requires_grad]
+
+        with using_data_dir(root):
+            probe = load_trainable_encoder(cfg, seed)
+        tokens = batch_tokens(probe.preprocess, texts, list(range(n)), batch_size, shuffle_seed=seed)
+        del probe
+        console.print(f"{n} STSb train pairs, batch {batch_size} ({steps} steps), encoder {encoder}; token positions of "
+                      f"random batches (both sides): {tokens['real']} real, {tokens['padded']} padded whole "
+                      f"({tokens['padded'] / tokens['real']:.2f}x), {tokens['grouped']} in groups "
+                      f"({tokens['grouped'] / tokens['real']:.2f}x)")
 
     measured, weights = [], {}
     for r in range(rounds):
@@ -106,7 +150,8 @@ def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_si
     a, b = weights[None], weights[GROUP_OVERHEAD_TOKENS]
     difference = float(torch.sqrt(sum((x - y).double().pow(2).sum() for x, y in zip(a, b, strict=True)))
                        / torch.sqrt(sum(x.double().pow(2).sum() for x in a)))
-    console.print(f"trained weights, padded whole vs in groups: relative difference {difference:.2e} (float rounding)")
+    why = "dropout draws differ" if trainer == "sdi" else "float rounding"
+    console.print(f"trained weights, padded whole vs in groups: relative difference {difference:.2e} ({why})")
     others = {}
     for overhead in dict.fromkeys(overheads):
         if overhead != GROUP_OVERHEAD_TOKENS:  # each beside a run at the default, so that the machine's drift cancels
@@ -117,7 +162,7 @@ def run(encoder: str = "smollm2-l4", pairs: int = 320, rounds: int = 2, batch_si
             console.print(f"group overhead {overhead} tokens: {seconds:.3f} s/step, {seconds / beside:.2f}x the time of "
                           f"the default {GROUP_OVERHEAD_TOKENS} beside it ({beside:.3f} s/step)")
     speedups = [m["speedup"] for m in measured]
-    result = {"encoder": encoder, "pairs": n, "batch_size": batch_size, "steps": steps, "seed": seed,
+    result = {"trainer": trainer, "encoder": encoder, "pairs": n, "batch_size": batch_size, "steps": steps, "seed": seed,
               "group_overhead_tokens": GROUP_OVERHEAD_TOKENS, "token_positions": tokens, "rounds": measured,
               "speedup": spread(speedups), "weights_relative_difference": float(f"{difference:.3g}"),
               "other_overheads": others, "cpu": cpu, "load_average": {"before": load_before, "after": os.getloadavg()}}

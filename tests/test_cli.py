@@ -78,6 +78,7 @@ BAD_INPUTS = [
     (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
     (["bench", "table", "--n-boot", "0"], "--n-methods, --n-seeds and --n-boot must be at least 1"),
     (["bench", "training", "--rounds", "0"], "--rounds at least 1"),
+    (["bench", "training", "--trainer", "sdi", "--overhead", "8"], "drop it for --trainer sdi"),
     (["plan", "dnio"], "unknown method 'dnio' (did you mean 'dino'"),
     (["plan", "dino", "--preset", "quik"], "unknown preset 'quik' (did you mean 'quick'"),
     (["run", "dnio", "--out", "o"], "unknown method 'dnio' (did you mean 'dino'"),
@@ -367,6 +368,12 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     assert r["steps"] == 3 and r["speedup"]["median"] > 0 and set(r["other_overheads"]) == {"0"}
     assert positions["real"] <= positions["grouped"] < positions["padded"]  # STSb pairs of 24 rows leave padding to cut
     assert r["weights_relative_difference"] < 1e-5  # the same training up to float rounding (a Llama has no dropout)
+    sdi = dsgen("bench", "training", "--trainer", "sdi", "--model", str(tiny_encoder_dir), "--pairs", "20",
+                "--batch-size", "8", "--rounds", "1", "--json", str(tmp_path / "sdi.json"), env=env)
+    assert sdi.returncode == 0, sdi.stderr
+    s = json.loads((tmp_path / "sdi.json").read_text())
+    assert s["trainer"] == "sdi" and s["steps"] == 5 and s["speedup"]["median"] > 0  # 36 of the 40 sentences train
+    assert s["token_positions"]["real"] <= s["token_positions"]["grouped"] < s["token_positions"]["padded"]
 
 
 def test_learning_curve_runs_every_size_and_draws_it(tiny_preset, tmp_path, sts_data_dir):

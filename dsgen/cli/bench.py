@@ -91,25 +91,33 @@ def bench_eval(
 
 
 def bench_training(
-    model: o.BenchModel = "smollm2-l4",
+    model: o.BenchModel = None,
+    trainer: Annotated[str, typer.Option(
+        help="regression (DINO's cosine regression; default --model smollm2-l4) or sdi (RISE's classifier on the "
+             "pairs' sentences; default --model minilm-l6).")] = "regression",
     pairs: Annotated[int, typer.Option(help="STS benchmark train pairs to train on (gold / 5).")] = 320,
     rounds: Annotated[int, typer.Option(help="Rounds of the padded and the grouped training, for the ratio's spread.")] = 2,
-    batch_size: Annotated[int, typer.Option(help="Pairs per batch (DINO's: 32).")] = 32,
+    batch_size: Annotated[int, typer.Option(help="Rows per batch (DINO's and RISE's: 32).")] = 32,
     overhead: Annotated[Optional[list[int]], typer.Option(
-        help="Further per-group costs to time the cut at, in padded tokens; repeatable (default: none).")] = None,
+        help="Further per-group costs to time the cut at, in padded tokens; repeatable (default: none; regression "
+             "only).")] = None,
     data_dir: o.DataDir = None,
     json_out: o.JsonFile = None,
 ) -> None:
-    """The regression trainer with each batch computed in groups of similar length vs padded whole: seconds per step, speed-up and its spread, the padding each leaves, weight agreement."""
+    """A trainer with each batch computed in groups of similar length vs padded whole: seconds per step, speed-up and its spread, the padding each leaves, weight agreement."""
     from dsgen.artifacts import check_writable_target
     from dsgen.benchmarks.training import run
 
+    if trainer not in ("regression", "sdi"):
+        raise DsgenError(f"--trainer must be regression or sdi (got '{trainer}')")
     if pairs < 2 or rounds < 1 or batch_size < 2 or any(n < 0 for n in overhead or []):
         raise DsgenError("--pairs and --batch-size must be at least 2, --rounds at least 1 and --overhead non-negative")
+    if overhead and trainer == "sdi":
+        raise DsgenError("--overhead times the regression trainer's cut; drop it for --trainer sdi")
     if json_out:
         check_writable_target(json_out)
-    run(encoder=model, pairs=pairs, rounds=rounds, batch_size=batch_size, overheads=tuple(overhead or ()),
-        data_dir=data_dir, json_out=json_out)
+    run(encoder=model, trainer=trainer, pairs=pairs, rounds=rounds, batch_size=batch_size,
+        overheads=tuple(overhead or ()), data_dir=data_dir, json_out=json_out)
 
 
 def bench_scheduling(

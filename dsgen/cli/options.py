@@ -62,7 +62,7 @@ BaseUrl = Annotated[Optional[str], typer.Option(
     help="Base URL of the OpenAI-compatible endpoint of --generator openai:<model> (default: $OPENAI_BASE_URL; the key "
          "comes from $OPENAI_API_KEY).")]
 Encoder = Annotated[Optional[str], typer.Option(help="Encoder instead of the preset's (alias, HF or sentence-transformers id).")]
-BenchModel = Annotated[str, typer.Option(help="Encoder (the cpu preset's: smollm2-l4; bench eval's default: minilm-l6).")]
+BenchModel = Annotated[Optional[str], typer.Option(help="Encoder: an alias, HF id or directory (the cpu preset's: smollm2-l4).")]
 Device = Annotated[Optional[str], typer.Option(help="cpu, cuda or auto (cuda where a GPU is visible) (default: the "
                                                     "preset's; without a preset, auto).")]
 Preprocess = Annotated[Optional[str], typer.Option(

@@ -64,6 +64,9 @@ class SdiConfig(Config):
             give the rest weight 1 (RISE's Filtering ablation, f = 0.1).
         max_length: tokens per classifier input.
         device: cpu, cuda or auto.
+        trim_padding: compute each training batch in groups of similar length, each trimmed to its own longest
+            input (:mod:`dsgen.training.padding`, as the encoders' trainers do): the same batches, logits and mean
+            loss up to float rounding (dropout draws other masks). False: each batch padded whole.
     """
 
     encoder: str = "minilm-l6"
@@ -80,6 +83,7 @@ class SdiConfig(Config):
     filter_fraction: float = 0.0
     max_length: int = 128
     device: str = "auto"
+    trim_padding: bool = True
 
     def __post_init__(self) -> None:
         if self.input not in ("single", "pair"):
@@ -173,6 +177,7 @@ class SdiClassifier:
         from dsgen.models import encoder_path, resolve_device
         from dsgen.seeding import seeded
         from dsgen.training.fit import best_weights
+        from dsgen.training.padding import trimmed_padding
         from dsgen.training.trainer_run import train_with_progress
 
         cfg = self.config
@@ -204,7 +209,8 @@ class SdiClassifier:
             if "eval_loss" in metrics:
                 history.append({"step": step, "loss": round(float(metrics["eval_loss"]), 5)})
 
-        train_with_progress(build, "SDI classifier", steps, progress, on_evaluate)
+        with trimmed_padding(self.model, cfg.trim_padding):
+            train_with_progress(build, "SDI classifier", steps, progress, on_evaluate)
         self.model.eval()
         best = min(history, key=lambda h: h["loss"]) if history else None
         pred = self.logits([x for x, _ in data.validation]).argmax(-1)

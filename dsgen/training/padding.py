@@ -56,15 +56,15 @@ def length_groups(lengths: list[int], overhead: int = GROUP_OVERHEAD_TOKENS) -> 
 
 def right_padded_lengths(features: dict[str, Any]) -> list[int] | None:
     """Each row's token count when ``features`` is a right-padded batch (every attention-mask row ones, then
-    zeros) whose row tensors all have the mask's shape; None otherwise (left padding, extra row-level inputs),
-    which is then run as it is."""
+    zeros) whose other tensors are token-level (the mask's shape) or row-level (one value per row, e.g. labels);
+    None otherwise (left padding, other inputs), which is then run as it is."""
     import torch
 
     mask = features.get("attention_mask")
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.size(0) < 2:
         return None
     for value in features.values():
-        if isinstance(value, torch.Tensor) and value.shape != mask.shape:
+        if isinstance(value, torch.Tensor) and value.shape != mask.shape and tuple(value.shape) != (mask.size(0),):
             return None
     lengths = mask.sum(1)
     positions = torch.arange(mask.size(1), device=mask.device)
@@ -73,53 +73,87 @@ def right_padded_lengths(features: dict[str, Any]) -> list[int] | None:
     return [int(n) for n in lengths.tolist()]
 
 
-def grouped_forward(forward: Any, features: dict[str, Any], overhead: int = GROUP_OVERHEAD_TOKENS) -> dict[str, Any]:
+def grouped_forward(forward: Any, features: dict[str, Any], overhead: int = GROUP_OVERHEAD_TOKENS) -> Any:
     """``forward(features)`` computed group by group (:func:`length_groups`), each group trimmed to its longest row.
 
-    Returns the input features with the modules' row outputs (``sentence_embedding``; token-level outputs padded
-    back to the batch's length with zeros) in the batch's row order. A batch that is not right-padded, or that one
-    group covers anyway, runs as one call."""
+    ``forward`` returns a mapping, as a sentence-transformers model (the features with ``sentence_embedding`` added)
+    or a Hugging Face model (a ``ModelOutput``) does; the result is one of the same type, in the batch's row order:
+    an input it returns is the batch's own (untrimmed), a row output (one entry per row: embeddings, logits;
+    token-level ones padded back to the batch's length with zeros) is put together from the groups, a scalar
+    ``loss`` is the groups' losses weighted by their rows (exact for a loss that is a mean over rows, as the
+    classifiers' cross-entropy is), anything else is the first group's. A batch that is not right-padded, or that
+    one group covers anyway, runs as one call."""
     import torch
 
     lengths = right_padded_lengths(features)
     groups = length_groups(lengths, overhead) if lengths else None
     if not groups or len(groups) == 1:
         return forward(features)
+    width = features["attention_mask"].size(1)
     outputs = []
     for group in groups:
         index = torch.tensor(group, device=features["attention_mask"].device)
         longest = max(lengths[i] for i in group)
-        part = {k: v.index_select(0, index)[:, :longest] if isinstance(v, torch.Tensor) else v
-                for k, v in features.items()}
+        part = {k: (v.index_select(0, index)[:, :longest] if v.dim() == 2 else v.index_select(0, index))
+                if isinstance(v, torch.Tensor) else v for k, v in features.items()}
         outputs.append(forward(part))
     inverse = torch.empty(len(lengths), dtype=torch.long)
     inverse[torch.tensor([i for group in groups for i in group])] = torch.arange(len(lengths))
-    merged = dict(features)  # the batch's own inputs, untrimmed
-    rows = len(groups[0])
+    merged: dict[str, Any] = {}
     for key, first in outputs[0].items():
         if key in features and isinstance(features[key], torch.Tensor):
-            continue
-        if not isinstance(first, torch.Tensor) or first.dim() == 0 or first.size(0) != rows:
+            merged[key] = features[key]  # the batch's own input
+        elif isinstance(first, torch.Tensor) and first.dim() == 0 and key == "loss":
+            merged[key] = sum(out[key] * len(group) for out, group in zip(outputs, groups)) / len(lengths)
+        elif isinstance(first, torch.Tensor) and first.dim() > 0 and first.size(0) == len(groups[0]):
+            parts = [out[key] for out in outputs]
+            if first.dim() >= 2 and any(p.shape[1:] != first.shape[1:] for p in parts):  # token-level: pad back
+                parts = [torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, width - p.size(1))) for p in parts]
+            merged[key] = torch.cat(parts).index_select(0, inverse.to(first.device))
+        else:
             merged[key] = first  # not a row output (e.g. the modality): as the first group returned it
-            continue
-        parts = [out[key] for out in outputs]
-        if first.dim() >= 2 and any(p.shape[1:] != first.shape[1:] for p in parts):  # token-level: pad back
-            width = features["attention_mask"].size(1)
-            parts = [torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, width - p.size(1))) for p in parts]
-        merged[key] = torch.cat(parts).index_select(0, inverse.to(first.device))
-    return merged
+    return merged if type(outputs[0]) is dict else type(outputs[0])(**merged)
+
+
+def classifier_forward(forward: Any, inputs: dict[str, Any], overhead: int = GROUP_OVERHEAD_TOKENS) -> Any:
+    """A Hugging Face model's ``forward(**inputs)`` by :func:`grouped_forward`, when its loss is a mean over the
+    batch's rows: labels one per row (a sequence classifier's), and the ``num_items_in_batch`` a ``Trainer`` passes
+    (the loss's normaliser, for models that sum) equal to the row count, so that every group's mean loss, weighted
+    by its rows, is the batch's. Other losses (token-level labels, gradient accumulation's counts) run whole."""
+    import torch
+
+    labels, items = inputs.get("labels"), inputs.get("num_items_in_batch")
+    mask = inputs.get("attention_mask")
+    rows = mask.size(0) if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None
+    if labels is not None and (not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (rows,)):
+        return forward(**inputs)
+    if items is not None and int(items) != rows:
+        return forward(**inputs)
+    rest = {k: v for k, v in inputs.items() if k != "num_items_in_batch"}  # each group's loss: its own mean
+    return grouped_forward(lambda part: forward(**part), rest, overhead)
 
 
 @contextmanager
 def trimmed_padding(model: Any, enabled: bool = True, overhead: int = GROUP_OVERHEAD_TOKENS) -> Iterator[None]:
     """Within the block, ``model``'s forward computes each batch by :func:`grouped_forward` (the model's own
-    forward restored afterwards, also on an error). ``enabled = False`` leaves the forward as it is."""
+    forward restored afterwards, also on an error): a sentence-transformers model's, called on a features mapping,
+    or a Hugging Face model's, called with keyword arguments (as its ``Trainer`` calls it). ``enabled = False``
+    leaves the forward as it is."""
     if not enabled:
         yield
         return
+    import functools
+
     own = model.forward
     replaced = model.__dict__.get("forward")  # an instance's own forward (e.g. a compiled one), put back after
-    model.forward = lambda features, **kwargs: grouped_forward(lambda part: own(part, **kwargs), features, overhead)
+
+    @functools.wraps(own)  # its signature: a Hugging Face Trainer keeps the dataset columns the forward takes
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if args:  # sentence-transformers: forward(features, **kwargs)
+            return grouped_forward(lambda part: own(part, *args[1:], **kwargs), args[0], overhead)
+        return classifier_forward(own, kwargs, overhead)
+
+    model.forward = forward
     try:
         yield
     finally:

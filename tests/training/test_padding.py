@@ -49,6 +49,7 @@ def test_only_a_right_padded_batch_is_cut():
     holes = torch.tensor([[1, 0, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
     assert right_padded_lengths({"input_ids": ids, "attention_mask": holes}) is None
     assert right_padded_lengths({"input_ids": ids, "attention_mask": right, "pixel_values": torch.ones(3, 2)}) is None
+    assert right_padded_lengths({"input_ids": ids, "attention_mask": right, "labels": torch.ones(3)}) == [3, 1, 4]
     assert right_padded_lengths({"input_ids": ids[:1], "attention_mask": right[:1]}) is None  # one row: nothing to cut
 
 
@@ -95,6 +96,65 @@ def test_groups_give_the_padded_batchs_embeddings_and_gradients(tiny_lm_dir, tin
         assert out["input_ids"] is features["input_ids"] and out["modality"] == reference[2]  # inputs whole, other outputs kept
         for a, b in zip(*grads, strict=True):  # equal up to float rounding (the products have other shapes)
             assert float((a - b).norm()) <= 1e-5 * float(a.norm()) + 1e-7, kind  # + a key bias's zero gradient
+
+
+def test_a_classifier_in_groups_gives_the_padded_batchs_logits_loss_and_gradients(tiny_encoder_dir):
+    """A Hugging Face model called as its Trainer calls it (keyword inputs with labels; RISE's SDI classifier): the
+    same logits, a loss that is the mean over all rows, the same gradients; its signature is the model's own, so the
+    Trainer keeps the dataset's columns."""
+    import inspect
+
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_encoder_dir, num_labels=2).eval()
+    texts = sentences(4)
+    batch = dict(tok(texts, padding=True, return_tensors="pt"))
+    batch["labels"] = torch.tensor([i % 2 for i in range(len(texts))])
+    assert len(length_groups(batch["attention_mask"].sum(1).tolist(), 8)) > 1  # the batch is cut
+    results = []
+    for trim in (False, True):
+        model.zero_grad()
+        with trimmed_padding(model, trim, overhead=8):
+            assert "input_ids" in inspect.signature(model.forward).parameters
+            out = model(**batch)
+        out.loss.backward()
+        results.append((out, [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    (whole, whole_grads), (grouped, grouped_grads) = results
+    assert type(grouped) is type(whole) and torch.allclose(grouped.logits, whole.logits, atol=1e-5)
+    assert float(grouped.loss.detach()) == pytest.approx(float(whole.loss.detach()), rel=1e-5)
+    assert float(torch.nn.functional.cross_entropy(grouped.logits.detach(), batch["labels"])) == pytest.approx(
+        float(grouped.loss.detach()), rel=1e-5)
+    for a, b in zip(whole_grads, grouped_grads, strict=True):
+        assert float((a - b).norm()) <= 1e-5 * float(a.norm()) + 1e-7
+
+
+def test_a_classifier_batch_is_cut_only_when_its_loss_is_a_mean_over_rows():
+    """The Trainer's ``num_items_in_batch`` equal to the rows: cut, and the models never see it; another count
+    (gradient accumulation) or token-level labels: one call with every input, as the Trainer made them."""
+    import torch
+
+    from dsgen.training.padding import classifier_forward
+
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    seen = []
+
+    def forward(**inputs):
+        seen.append(dict(inputs))
+        rows = inputs["attention_mask"].size(0)
+        return {"loss": inputs["labels"].float().mean() if inputs["labels"].dim() == 1 else torch.tensor(0.0),
+                "logits": torch.zeros(rows, 2)}
+
+    batch = {"input_ids": mask.clone(), "attention_mask": mask, "labels": torch.tensor([1, 0, 1])}
+    out = classifier_forward(forward, {**batch, "num_items_in_batch": torch.tensor(3)}, overhead=0)
+    assert len(seen) == 3 and all("num_items_in_batch" not in s for s in seen)
+    assert float(out["loss"]) == pytest.approx(2 / 3) and out["logits"].shape == (3, 2)
+    for other in ({**batch, "num_items_in_batch": torch.tensor(6)}, {**batch, "labels": mask}):
+        seen.clear()
+        classifier_forward(forward, other, overhead=0)
+        assert len(seen) == 1 and seen[0].keys() == other.keys()
 
 
 def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_encoder_dir):
