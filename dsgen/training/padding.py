@@ -1,5 +1,7 @@
 """A training batch's forward without most of its padding: the rows cut into groups of similar length, each
-group run trimmed to its own longest row, the sentence embeddings put back in the batch's order.
+group run trimmed to its own longest row, the outputs put back in the batch's order. Serves the encoders' trainers
+(:func:`dsgen.training.fit.fit`, a sentence-transformers model) and RISE's SDI classifier
+(:mod:`dsgen.reweighting.sdi`, a Hugging Face model under its ``Trainer``).
 
 A training batch is a random draw of sentences (the papers' sampler), tokenised and padded to its longest row. STS
 sentences run from 5 to 50 tokens, so a batch of 32 is mostly padding: on ``intro``'s generated and human pairs
