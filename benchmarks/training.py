@@ -2,10 +2,10 @@
 same batch padded whole, in one run.
 
 The regression trainer (DINO's: cosine regression, batch 32, the presets' ``adamw-torch`` at lr 1e-3) trains the same
-encoder on the same STS benchmark train pairs (gold / 5) with the same seed, once with ``trim_padding = false`` (each
-drawn batch in one call, padded to its longest row, as sentence-transformers computes it) and once with the default
-cut, the two alternating in each of ``rounds`` rounds (the first of a round is padded in odd rounds, trimmed in even
-ones, so that neither always runs on a warmer machine). Nothing is selected or evaluated during training: the time is
+encoder on the same STS benchmark train pairs (a seeded sample: the split is ordered by genre; gold / 5) with the same
+seed, once with ``trim_padding = false`` (each drawn batch in one call, padded to its longest row, as
+sentence-transformers computes it) and once with the default cut, the two alternating in each of ``rounds`` rounds
+(the first of a round is padded in odd rounds, trimmed in even ones, so that neither always runs on a warmer machine). Nothing is selected or evaluated during training: the time is
 the optimizer steps'.
 
 Printed: the padded and the real token positions of the run's batches (what trimming can save at most), seconds per

@@ -91,7 +91,7 @@ class TrainingConfig(Config):
             take 20 steps, 19 with a non-zero rate; on ``smoke`` (48 inputs, 3 epochs) about 30.
         trim_padding: compute each drawn batch in groups of rows of similar length, each trimmed to its own longest
             row (:mod:`dsgen.training.padding`): the same batches and the same function of each row's tokens, without
-            most of the padding (a batch of STS sentences is 2.4-2.8x its real tokens padded). False: each batch in
+            most of the padding (a batch of STS sentences is 2.4-2.9x its real tokens padded). False: each batch in
             one call, padded to its longest row, as sentence-transformers does (float rounding differs between the
             two, as between any two batch shapes; results made before this option existed were made so).
     """
