@@ -4,14 +4,14 @@ group run trimmed to its own longest row, the outputs put back in the batch's or
 (:mod:`dsgen.reweighting.sdi`, a Hugging Face model under its ``Trainer``).
 
 A training batch is a random draw of sentences (the papers' sampler), tokenised and padded to its longest row. STS
-sentences run from 5 to 50 tokens, so a batch of 32 is mostly padding: on ``intro``'s generated and human pairs and a
-sample of STSb train (SmolLM2 tokenizer) the padded batch holds 2.4-2.9x the real tokens, and a small encoder's
-linear layers spend that on positions the pooling then masks out. :func:`trimmed_padding` leaves the batches as they are drawn and
-changes only how one is computed: a right-padded row's real positions never see its padding (the attention mask
-keeps it out, position ids count from the first token), so its embedding is the same function of its tokens in
-any group (equal up to float rounding: the matrix products have other shapes). The evaluation batches by length
-for the same reason (:func:`dsgen.evaluation.evaluator.length_buckets`); there the sentences are known in advance
-and the batches are formed from them, here the batch is given and only cut.
+sentences run from 5 to 50 tokens, so a batch of 32 is mostly padding: on ``intro``'s generated and human pairs and
+a sample of STSb train (SmolLM2 tokenizer) the padded batch holds 2.4-2.9x the real tokens, and a small encoder's
+linear layers spend that on positions the pooling then masks out. :func:`trimmed_padding` leaves the batches as they
+are drawn and changes only how one is computed: a right-padded row's real positions never see its padding (the
+attention mask keeps it out, position ids count from the first token), so its embedding is the same function of its
+tokens in any group (equal up to float rounding: the matrix products have other shapes). The evaluation batches by
+length for the same reason (:func:`dsgen.evaluation.evaluator.length_buckets`); there the sentences are known in
+advance and the batches are formed from them, here the batch is given and only cut.
 
 Hand-written: sentence-transformers pads each batch to its longest row, and Hugging Face's padding-free
 ("packed") training needs flash-attention kernels that CPUs and the presets' encoders do not have.
