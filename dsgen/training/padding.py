@@ -145,16 +145,20 @@ def trimmed_padding(model: Any, enabled: bool = True, overhead: int = GROUP_OVER
         yield
         return
     import functools
+    import types
 
-    own = model.forward
     replaced = model.__dict__.get("forward")  # an instance's own forward (e.g. a compiled one), put back after
+    own_forward = type(model).forward
 
-    @functools.wraps(own)  # its signature: a Hugging Face Trainer keeps the dataset columns the forward takes
-    def forward(*args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(own_forward)  # its signature: a Hugging Face Trainer keeps the dataset columns the forward takes
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        own = replaced if replaced is not None else own_forward.__get__(self)
         if args:  # sentence-transformers: forward(features, **kwargs)
             return grouped_forward(lambda part: own(part, *args[1:], **kwargs), args[0], overhead)
         return classifier_forward(own, kwargs, overhead)
 
+    # a method bound to the model: a deep copy made within the block (an evaluator's) is bound to the copy
+    forward = types.MethodType(forward, model)
     model.forward = forward
     try:
         yield

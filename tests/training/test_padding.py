@@ -1,6 +1,7 @@
 """A training batch computed in groups of similar length (dsgen.training.padding): the same embeddings and gradients
 as the padded batch, the cheapest cut, the model's own forward back afterwards."""
 
+import copy
 import itertools
 import random
 
@@ -164,6 +165,8 @@ def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_en
     assert "forward" not in vars(model)
     with pytest.raises(RuntimeError, match="inside"), trimmed_padding(model):
         assert "forward" in vars(model)
+        copied = copy.deepcopy(model)  # e.g. an evaluator's copy in another dtype: it computes with its own weights
+        assert copied.forward.__self__ is copied and model.forward.__self__ is model
         raise RuntimeError("inside")
     assert "forward" not in vars(model)
     with trimmed_padding(model, enabled=False):
