@@ -25,14 +25,20 @@ def numeric(label: Any) -> float | None:
 
 
 class LabelJudge:
-    """Scores pairs with an encoder; sentence embeddings are kept for the process (datasets share them)."""
+    """Scores pairs with an encoder. The distinct sentences of one call are encoded together, in one order (sorted),
+    and kept for the process by that set of sentences (the datasets' training seeds share them): a dataset's
+    cosines are a function of the dataset alone, the same in any process whatever was judged before. (Embeddings
+    kept per sentence across datasets would carry the batch each sentence was first encoded in, i.e. what ran
+    before, into the last digits.)"""
+
+    KEPT_SETS = 8  # sets of sentences kept (a comparison judges each of its datasets once per training seed)
 
     def __init__(self, encoder: str = "minilm-l6", device: str = "auto", batch_size: int = 128) -> None:
         self.encoder_name = encoder
         self.device = device
         self.batch_size = batch_size
         self.model: Any = None
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def cosines(self, pairs: list[Pair]) -> Any:
         import numpy as np
@@ -42,12 +48,16 @@ class LabelJudge:
             from dsgen.encoders import load_encoder
 
             self.model = load_encoder(self.encoder_name, self.device)
-        todo = list(dict.fromkeys(s for p in pairs for s in (p.text_a, p.text_b) if s not in self.cache))
-        if todo:
-            emb = self.model.encode(todo, batch_size=self.batch_size, convert_to_tensor=True, normalize_embeddings=True)
-            self.cache.update(zip(todo, emb.cpu()))
-        a = torch.stack([self.cache[p.text_a] for p in pairs])
-        b = torch.stack([self.cache[p.text_b] for p in pairs])
+        texts = tuple(sorted({s for p in pairs for s in (p.text_a, p.text_b)}))
+        if texts not in self.cache:
+            emb = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True,
+                                    normalize_embeddings=True)
+            self.cache[texts] = dict(zip(texts, emb.cpu()))
+            while len(self.cache) > self.KEPT_SETS:
+                self.cache.pop(next(iter(self.cache)))
+        kept = self.cache[texts]
+        a = torch.stack([kept[p.text_a] for p in pairs])
+        b = torch.stack([kept[p.text_b] for p in pairs])
         return np.asarray((a * b).sum(-1))
 
     def agreement(self, pairs: list[Pair]) -> dict[str, Any]:
