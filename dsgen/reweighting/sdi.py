@@ -177,7 +177,6 @@ class SdiClassifier:
         from dsgen.models import encoder_path, resolve_device
         from dsgen.seeding import seeded
         from dsgen.training.fit import best_weights
-        from dsgen.training.padding import trimmed_padding
         from dsgen.training.trainer_run import train_with_progress
 
         cfg = self.config
@@ -209,8 +208,7 @@ class SdiClassifier:
             if "eval_loss" in metrics:
                 history.append({"step": step, "loss": round(float(metrics["eval_loss"]), 5)})
 
-        with trimmed_padding(self.model, cfg.trim_padding):
-            train_with_progress(build, "SDI classifier", steps, progress, on_evaluate)
+        train_with_progress(build, "SDI classifier", steps, progress, on_evaluate, trim_padding=cfg.trim_padding)
         self.model.eval()
         best = min(history, key=lambda h: h["loss"]) if history else None
         pred = self.logits([x for x, _ in data.validation]).argmax(-1)

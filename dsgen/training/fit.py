@@ -457,7 +457,6 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
     from transformers import TrainerCallback
 
     from dsgen.training.optimizers import optimizer_cls_and_kwargs
-    from dsgen.training.padding import trimmed_padding
     from dsgen.training.trainer_run import train_with_progress
 
     from dsgen.models import resolve_device
@@ -534,8 +533,7 @@ def fit(model: Any, train_dataset: Any, loss: Any, cfg: TrainingConfig, seed: in
 
     nonfinite, watching = loss_watch(loss)
     try:
-        with trimmed_padding(model, cfg.trim_padding):
-            train_with_progress(build, "train", int(steps), progress)
+        train_with_progress(build, "train", int(steps), progress, trim_padding=cfg.trim_padding)
     finally:
         watching.remove()
     best = max(history, key=lambda h: h[1]) if history else None

@@ -173,7 +173,7 @@ def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_en
         assert "forward" not in vars(model)
 
 
-def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir):
+def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir, monkeypatch):
     """The regression trainer on the same pairs and seed, batches cut or padded whole: the same training up to float
     rounding (a Llama encoder has no dropout, so nothing random depends on the cut)."""
     from dsgen.data.sts import using_data_dir
@@ -185,10 +185,16 @@ def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir):
     train = [Pair(texts[i], texts[-1 - i], rng.choice([0.1, 0.5, 0.9])) for i in range(64)]
     cfg = TrainingConfig(encoder=f"lm:{tiny_lm_dir}?layers=2&pooling=mean&standardize=1", batch_size=16,
                          learning_rate=1e-3, device="cpu", model_selection=False, min_trained_steps=1)
+    import dsgen.training.padding as padding
+
+    cuts = []
+    monkeypatch.setattr(padding, "length_groups", lambda *a: cuts.append(len(cut := length_groups(*a))) or cut)
     weights = []
     with using_data_dir(sts_data_dir):
         for trim in (False, True):
+            cuts.clear()
             outcome = RegressionTrainer(cfg.replace(trim_padding=trim)).train(train, [], seed=1, progress=False)
+            assert (max(cuts, default=0) > 1) == trim  # batches were cut exactly when asked
             assert "forward" not in vars(outcome.model) and outcome.log["weight_update"] > 0
             weights.append([p.detach() for p in outcome.model.parameters() if p.requires_grad])
     for a, b in zip(*weights, strict=True):
