@@ -30,18 +30,15 @@ from pathlib import Path
 from typing import Any
 
 
-def batch_tokens(tokenize: Any, texts: tuple[list[str], ...], order: list[int], batch_size: int,
-                 shuffle_seed: int | None = None) -> dict[str, int]:
-    """Token positions of the batches in ``order`` (shuffled with ``shuffle_seed`` when given: batches of a random
-    draw, as training draws them, though not the same draw), each column of ``texts`` tokenised by ``tokenize``: real
-    ones, padded whole, and padded per group of the cut."""
+def batch_tokens(tokenize: Any, texts: tuple[list[str], ...], batch_size: int, seed: int) -> dict[str, int]:
+    """Token positions of random batches of ``texts``' rows (a draw with ``seed``, as training draws them, though not
+    the same draw), each column tokenised by ``tokenize``: real ones, padded whole, and padded per group of the cut."""
     import random
 
     from dsgen.training.padding import length_groups
 
-    if shuffle_seed is not None:
-        order = list(order)
-        random.Random(shuffle_seed).shuffle(order)
+    order = list(range(len(texts[0])))
+    random.Random(seed).shuffle(order)
     counts = {"real": 0, "padded": 0, "grouped": 0}
     for column in texts:
         lengths = [int(n) for n in tokenize(column)["attention_mask"].sum(1).tolist()]
@@ -51,6 +48,12 @@ def batch_tokens(tokenize: Any, texts: tuple[list[str], ...], order: list[int], 
             counts["padded"] += len(rows) * max(rows)
             counts["grouped"] += sum(len(g) * max(rows[i] for i in g) for g in length_groups(rows))
     return counts
+
+
+def describe_tokens(tokens: dict[str, int]) -> str:
+    real = tokens["real"]
+    return (f"{real} real, {tokens['padded']} padded whole ({tokens['padded'] / real:.2f}x), {tokens['grouped']} in "
+            f"groups ({tokens['grouped'] / real:.2f}x)")
 
 
 def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_size: int = 32,
@@ -104,11 +107,10 @@ def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_siz
         tokenizer = AutoTokenizer.from_pretrained(encoder_path(encoder))
         tokens = batch_tokens(lambda column: tokenizer(column, padding=True, truncation=True, max_length=sdi.max_length,
                                                         return_tensors="pt"),
-                              (sentences[held:],), list(range(len(data.train))), batch_size, shuffle_seed=seed)
+                              (sentences[held:],), batch_size, seed)
         console.print(f"SDI classifier on {len(data.train)} STSb train sentences ({held} held out), batch {batch_size} "
                       f"({steps} steps, one epoch), encoder {encoder}; token positions of random batches: "
-                      f"{tokens['real']} real, {tokens['padded']} padded whole ({tokens['padded'] / tokens['real']:.2f}x), "
-                      f"{tokens['grouped']} in groups ({tokens['grouped'] / tokens['real']:.2f}x)")
+                      f"{describe_tokens(tokens)}")
     else:
         encoder = encoder or "smollm2-l4"
         dataset = Dataset.from_dict({"sentence1": texts[0], "sentence2": texts[1],
@@ -129,12 +131,10 @@ def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_siz
 
         with using_data_dir(root):
             probe = load_trainable_encoder(cfg, seed)
-        tokens = batch_tokens(probe.preprocess, texts, list(range(n)), batch_size, shuffle_seed=seed)
+        tokens = batch_tokens(probe.preprocess, texts, batch_size, seed)
         del probe
         console.print(f"{n} STSb train pairs, batch {batch_size} ({steps} steps), encoder {encoder}; token positions of "
-                      f"random batches (both sides): {tokens['real']} real, {tokens['padded']} padded whole "
-                      f"({tokens['padded'] / tokens['real']:.2f}x), {tokens['grouped']} in groups "
-                      f"({tokens['grouped'] / tokens['real']:.2f}x)")
+                      f"random batches (both sides): {describe_tokens(tokens)}")
 
     measured, weights = [], {}
     for r in range(rounds):

@@ -44,7 +44,7 @@ def length_groups(lengths: list[int], overhead: int = GROUP_OVERHEAD_TOKENS) -> 
     ends = [j for j in range(n) if j == n - 1 or sorted_lengths[j + 1] > sorted_lengths[j]]
     best = {-1: (0, -1)}  # cost of the rows up to this end, and the previous cut
     for e in ends:
-        best[e] = min((best[s][0] + (e - s) * sorted_lengths[e] + overhead, s) for s in [-1, *ends] if s < e and s in best)
+        best[e] = min((best[s][0] + (e - s) * sorted_lengths[e] + overhead, s) for s in best)  # every earlier end
     cuts, e = [], n - 1
     while e >= 0:
         cuts.append(e)
