@@ -26,7 +26,9 @@ def numeric(label: Any) -> float | None:
 
 class LabelJudge:
     """Scores pairs with an encoder. The distinct sentences of one call are encoded together, in one order (sorted),
-    and kept for the process by that set of sentences (the datasets' training seeds share them): a dataset's
+    as the evaluation encodes its test sentences (:func:`~dsgen.evaluation.evaluator.encode_bucketed`: batches of equal
+    token length, no padding, side by side on the cores; 1.6x sentence-transformers' ``encode`` for the judge), and
+    kept for the process by that set of sentences (the datasets' training seeds share them): a dataset's
     cosines are a function of the dataset alone, the same in any process whatever was judged before. (Embeddings
     kept per sentence across datasets would carry the batch each sentence was first encoded in, i.e. what ran
     before, into the last digits.)"""
@@ -50,8 +52,10 @@ class LabelJudge:
             self.model = load_encoder(self.encoder_name, self.device)
         texts = tuple(sorted({s for p in pairs for s in (p.text_a, p.text_b)}))
         if texts not in self.cache:
-            emb = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True,
-                                    normalize_embeddings=True)
+            from dsgen.evaluation.evaluator import encode_bucketed
+
+            emb = torch.nn.functional.normalize(encode_bucketed(self.model, list(texts), max_batch=self.batch_size),
+                                                dim=-1)
             self.cache[texts] = dict(zip(texts, emb.cpu()))
             while len(self.cache) > self.KEPT_SETS:
                 self.cache.pop(next(iter(self.cache)))

@@ -17,34 +17,35 @@ def dataset(seed, shared):
     return [Pair(a, b, rng.random()) for a, b in zip(own[:20] + shared, own[20:] + shared[::-1])]
 
 
-def recording(judge):
-    """The judge, its encoder loaded, with every ``encode`` call's sentences recorded."""
-    judge.cosines([Pair("a dog.", "a cat.", 1.0)])
-    calls, encode = [], judge.model.encode
+def recording(monkeypatch):
+    """The sentences of every encoding call the judges make from now on."""
+    from dsgen.evaluation import evaluator
 
-    def spy(texts, **kwargs):
+    calls, encode = [], evaluator.encode_bucketed
+
+    def spy(model, texts, *args, **kwargs):
         calls.append(list(texts))
-        return encode(texts, **kwargs)
+        return encode(model, texts, *args, **kwargs)
 
-    judge.model.encode = spy
+    monkeypatch.setattr(evaluator, "encode_bucketed", spy)
     return calls
 
 
-def test_a_datasets_cosines_do_not_depend_on_what_was_judged_before(tiny_encoder_dir):
+def test_a_datasets_cosines_do_not_depend_on_what_was_judged_before(tiny_encoder_dir, monkeypatch):
     """A dataset's sentences are encoded together, in one order, whatever was judged before (a dataset sharing some
     of them) and whatever the pairs' order: so the batches, and the bits, are the dataset's own on any machine
     (where a kernel's result depends on its batch's shape, embeddings kept per sentence would carry the first
     dataset's batches into the second's cosines)."""
     shared = [p.text_a for p in dataset(0, [])[:6]]
     first, second = dataset(1, shared), dataset(2, shared)
+    calls = recording(monkeypatch)
     before = LabelJudge(str(tiny_encoder_dir), "cpu", batch_size=4)
-    before_calls = recording(before)
     before.agreement(first)
     after_first = before.cosines(second)
+    before_calls = calls[:]
     alone = LabelJudge(str(tiny_encoder_dir), "cpu", batch_size=4)
-    alone_calls = recording(alone)
     assert np.array_equal(alone.cosines(second[::-1])[::-1], after_first)
-    assert before_calls[-1] == alone_calls[-1] == sorted({s for p in second for s in (p.text_a, p.text_b)})
-    assert np.array_equal(alone.cosines(second), after_first) and len(alone_calls) == 1  # kept for the dataset
+    assert before_calls[-1] == calls[-1] == sorted({s for p in second for s in (p.text_a, p.text_b)})
+    assert np.array_equal(alone.cosines(second), after_first) and len(calls) == len(before_calls) + 1  # kept
     report = alone.agreement(second)
     assert report["pairs"] == len(second) and report["spearman"] is not None
