@@ -27,7 +27,8 @@ def numeric(label: Any) -> float | None:
 class LabelJudge:
     """Scores pairs with an encoder. The distinct sentences of one call are encoded together, in one order (sorted),
     as the evaluation encodes its test sentences (:func:`~dsgen.evaluation.evaluator.encode_bucketed`: batches of equal
-    token length, no padding, side by side on the cores; 1.6x sentence-transformers' ``encode`` for the judge), and
+    token length, no padding, side by side on the cores: 1.6x sentence-transformers' ``encode`` of the same sentences, in
+    ``dsgen bench eval --model minilm-l6`` 23.7 s against 14.6 s for 7,559 on a 2-core AVX-512 EPYC), and
     kept for the process by that set of sentences (the datasets' training seeds share them): a dataset's
     cosines are a function of the dataset alone, the same in any process whatever was judged before. (Embeddings
     kept per sentence across datasets would carry the batch each sentence was first encoded in, i.e. what ran
