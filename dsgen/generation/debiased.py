@@ -45,7 +45,7 @@ class GenerationConfig(Config):
         max_attempts: tries per (x1, label); DINO makes one. With more, each further try samples
             the outputs still missing (an option, not DINO's setting).
         entries_per_label: x1 sentences per label for tasks without inputs.
-        counter_labels: apply self-debiasing against the spec's counter labels.
+        counter_labels: apply self-debiasing against the spec's counter labels (with a decay constant above 0).
         sampling: decoding settings (:class:`SamplingConfig`).
         top_k_without_inputs: top-k used instead of ``sampling.top_k`` for tasks without
             inputs (DINO: top-p only, for diversity of x1).
@@ -125,8 +125,13 @@ class DebiasedGenerator(Generator):
         return load_task_spec(self.config.task).needs_inputs
 
     def spec(self, with_inputs: bool | None = None) -> TaskSpec:
+        """The task's spec as this run decodes it: without counter labels where nothing is debiased against them
+        (``counter_labels`` off, or a decay constant of 0, where the sampler never reads the counter prompts' rows:
+        :meth:`~dsgen.generation.sampling.TokenSampler.debiased`). So a decay-0 run forwards no counter rows, most of
+        a debiased step's rows; its dataset's key and sidecar name the spec it decoded with."""
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
-        return spec if self.config.counter_labels else spec.without_counter_labels()
+        debiased = self.config.counter_labels and self.config.sampling.decay_constant > 0
+        return spec if debiased else spec.without_counter_labels()
 
     def dataset_key(self, inputs: list[str] | None) -> str:
         from dsgen.identity import dataset_key, texts_key

@@ -48,6 +48,23 @@ def test_x1_from_scratch_uses_top_p_only(tiny_lm, tmp_path):
     assert all(p.text_b is None and p.label in (1.0, 0.5, 0.0) for p in pairs)
 
 
+def test_decay_0_decodes_no_counter_rows(tiny_lm, tmp_path):
+    """At a decay constant of 0 nothing is debiased, so the run decodes no counter prompts: the spec it uses (and
+    its dataset's key) has no counter labels, it forwards fewer rows, and it writes what --no-counter-labels writes."""
+    zero = SamplingConfig(max_new_tokens=10, decay_constant=0.0)
+    gen = DebiasedGenerator(cfg(sampling=zero), lm=tiny_lm)
+    assert not any(gen.spec(with_inputs=True).counter_labels.values())
+    assert any(DebiasedGenerator(cfg(), lm=tiny_lm).spec(with_inputs=True).counter_labels.values())
+    gen.generate(INPUTS, tmp_path / "zero.jsonl", progress=False)
+    DebiasedGenerator(cfg(sampling=zero, counter_labels=False), lm=tiny_lm).generate(INPUTS, tmp_path / "none.jsonl",
+                                                                                      progress=False)
+    DebiasedGenerator(cfg(), lm=tiny_lm).generate(INPUTS, tmp_path / "debiased.jsonl", progress=False)
+    assert (tmp_path / "zero.jsonl").read_text() == (tmp_path / "none.jsonl").read_text()
+    rows = {name: sum(c["forward_rows"] for c in json.loads((tmp_path / f"{name}.jsonl.meta.json").read_text())
+                      ["backend"]["chunks"]) for name in ("zero", "debiased")}
+    assert rows["zero"] < rows["debiased"]
+
+
 def test_fresh_discards_finished_chunks_of_an_earlier_run(tiny_lm, tmp_path):
     out = tmp_path / "p.jsonl"
     gen = DebiasedGenerator(cfg(), lm=tiny_lm)

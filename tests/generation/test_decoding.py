@@ -189,6 +189,22 @@ def test_same_seed_same_outputs_other_seed_other_outputs(tiny_lm):
     assert sum(o.accepted for outs in a for o in outs) >= 10
 
 
+def test_at_decay_0_counter_prompts_change_no_output(tiny_lm):
+    """Self-debiasing at a decay constant of 0 leaves every distribution as it is, so decoding the counter prompts
+    changes no token: the same outputs with and without them, where both schedules admit every group at once (the
+    generator drops them at decay 0, DebiasedGenerator.spec). At lambda 100 they do change the outputs."""
+    key = lambda res: [[(o.text, o.tokens) for o in outs] for outs in res]  # noqa: E731
+    reqs = make_requests()
+    bare = [DecodeRequest(r.prompt, (), r.n) for r in reqs]
+    with QuoteBias(tiny_lm.model, tiny_lm.tokenizer, 2.0):
+        outputs = {(decay, counters): key(DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer,
+                                                          SamplingConfig(max_new_tokens=16, decay_constant=decay),
+                                                          max_rows=128).decode(reqs if counters else bare, seed=7))
+                   for decay in (0.0, 100.0) for counters in (True, False)}
+    assert outputs[0.0, True] == outputs[0.0, False]
+    assert outputs[100.0, True] != outputs[100.0, False] and outputs[100.0, False] == outputs[0.0, False]
+
+
 def test_greedy_core_matches_reference_loop_exactly(tiny_lm):
     """Top-k 1: the batched core (a 7-row budget and 2 spare columns that force admission into a
     running batch, packing of rows and moving of columns) and DINO's one-at-a-time loop give the
