@@ -5,8 +5,8 @@ The regression trainer (DINO's: cosine regression, batch 32, the presets' ``adam
 encoder on the same STS benchmark train pairs (a seeded sample: the split is ordered by genre; gold / 5) with the same
 seed, once with ``trim_padding = false`` (each drawn batch in one call, padded to its longest row, as
 sentence-transformers computes it) and once with the default cut, the two alternating in each of ``rounds`` rounds
-(the first of a round is padded in odd rounds, trimmed in even ones, so that neither always runs on a warmer machine). Nothing is selected or evaluated during training: the time is
-the optimizer steps'.
+(the first of a round is padded in odd rounds, trimmed in even ones, so that neither always runs on a warmer
+machine). Nothing is selected or evaluated during training: the time is the optimizer steps'.
 
 Printed: the padded and the real token positions of the run's batches (what trimming can save at most), seconds per
 step of each and the speed-up with its spread over the rounds, the relative difference of the two runs' trained
@@ -104,9 +104,9 @@ def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_siz
 
         from dsgen.models import encoder_path
 
-        tokenizer = AutoTokenizer.from_pretrained(encoder_path(encoder))
-        tokens = batch_tokens(lambda column: tokenizer(column, padding=True, truncation=True, max_length=sdi.max_length,
-                                                        return_tensors="pt"),
+        probe = SdiClassifier(sdi)  # its inputs as the classifier makes them, padded as its collator pads a batch
+        probe.tokenizer = AutoTokenizer.from_pretrained(encoder_path(encoder))
+        tokens = batch_tokens(lambda column: probe.tokenizer.pad(probe._encode(column), return_tensors="pt"),
                               (sentences[held:],), batch_size, seed)
         console.print(f"SDI classifier on {len(data.train)} STSb train sentences ({held} held out), batch {batch_size} "
                       f"({steps} steps, one epoch), encoder {encoder}; token positions of random batches: "

@@ -74,6 +74,13 @@ class GenerationConfig(Config):
     dtype: str = "float32"
     seed: int = 42
 
+    @property
+    def debiased(self) -> bool:
+        """Whether decoding debiases against the spec's counter labels: asked for (``counter_labels``) and with a
+        decay constant above 0 (at 0 the sampler never reads the counter rows:
+        :meth:`~dsgen.generation.sampling.TokenSampler.debiased`)."""
+        return self.counter_labels and self.sampling.decay_constant > 0
+
     def check(self) -> "GenerationConfig":
         """One-line errors for settings no run can use (checked before anything is loaded)."""
         from dsgen.models import check_device, check_dtype
@@ -126,12 +133,10 @@ class DebiasedGenerator(Generator):
 
     def spec(self, with_inputs: bool | None = None) -> TaskSpec:
         """The task's spec as this run decodes it: without counter labels where nothing is debiased against them
-        (``counter_labels`` off, or a decay constant of 0, where the sampler never reads the counter prompts' rows:
-        :meth:`~dsgen.generation.sampling.TokenSampler.debiased`). So a decay-0 run forwards no counter rows, most of
-        a debiased step's rows; its dataset's key and sidecar name the spec it decoded with."""
+        (:attr:`GenerationConfig.debiased`). So a decay-0 run forwards no counter rows, most of a debiased step's
+        rows; its dataset's key and sidecar name the spec it decoded with."""
         spec = load_task_spec(self.config.task, with_inputs=with_inputs)
-        debiased = self.config.counter_labels and self.config.sampling.decay_constant > 0
-        return spec if debiased else spec.without_counter_labels()
+        return spec if self.config.debiased else spec.without_counter_labels()
 
     def dataset_key(self, inputs: list[str] | None) -> str:
         from dsgen.identity import dataset_key, texts_key

@@ -229,8 +229,7 @@ class OpenAIGenerator(Generator):
         self-debiasing (lambda > 0 against counter-instructions) is refused with one line: an API returns
         sampled text, not the counter rows' next-token distributions."""
         spec = load_task_spec(core.task)
-        debiased = core.counter_labels and core.sampling.decay_constant > 0 and any(spec.counter_labels.values())
-        if debiased:
+        if core.debiased and any(spec.counter_labels.values()):
             hint = ("use a local generator, or a method without it (e.g. dino-decay0)" if what.startswith("method")
                     else "use a local generator, or --decay 0 or --no-counter-labels")
             raise DsgenError(f"{what} need{'s' if what.startswith('method') else ''} self-debiasing (lambda "
