@@ -29,10 +29,12 @@ class LabelJudge:
     as the evaluation encodes its test sentences (:func:`~dsgen.evaluation.evaluator.encode_bucketed`: batches of equal
     token length, no padding, side by side on the cores: 1.6x sentence-transformers' ``encode`` of the same sentences, in
     ``dsgen bench eval --model minilm-l6`` 23.7 s against 14.6 s for 7,559 on a 2-core AVX-512 EPYC), and
-    kept for the process by that set of sentences (the datasets' training seeds share them): a dataset's
-    cosines are a function of the dataset alone, the same in any process whatever was judged before. (Embeddings
-    kept per sentence across datasets would carry the batch each sentence was first encoded in, i.e. what ran
-    before, into the last digits.)"""
+    kept for the process by that set of sentences: a dataset's cosines are a function of the dataset alone, the same
+    in any process whatever was judged before. (Embeddings kept per sentence across datasets would carry the batch
+    each sentence was first encoded in, i.e. what ran before, into the last digits.) The set is the pairs' own, or
+    the larger ``among`` holding them: a run judges its training pairs among the whole postprocessed dataset
+    (training and validation pairs), which its training seeds split apart differently but share whole, so the seeds
+    after the first encode nothing (``make run``: 3 of 6 encodings, about 9 of 14 s, saved)."""
 
     KEPT_SETS = 8  # sets of sentences kept (a comparison judges each of its datasets once per training seed)
 
@@ -43,7 +45,8 @@ class LabelJudge:
         self.model: Any = None
         self.cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
-    def cosines(self, pairs: list[Pair]) -> Any:
+    def cosines(self, pairs: list[Pair], among: list[Pair] | None = None) -> Any:
+        """The judge's cosine of each pair, its sentences encoded with those of ``among`` (default: the pairs')."""
         import numpy as np
         import torch
 
@@ -51,7 +54,7 @@ class LabelJudge:
             from dsgen.encoders import load_encoder
 
             self.model = load_encoder(self.encoder_name, self.device)
-        texts = tuple(sorted({s for p in pairs for s in (p.text_a, p.text_b)}))
+        texts = tuple(sorted({s for p in [*pairs, *(among or ())] for s in (p.text_a, p.text_b)}))
         if texts not in self.cache:
             from dsgen.evaluation.evaluator import encode_bucketed
 
@@ -65,15 +68,15 @@ class LabelJudge:
         b = torch.stack([kept[p.text_b] for p in pairs])
         return np.asarray((a * b).sum(-1))
 
-    def agreement(self, pairs: list[Pair]) -> dict[str, Any]:
+    def agreement(self, pairs: list[Pair], among: list[Pair] | None = None) -> dict[str, Any]:
         """Spearman(label, judge cosine) x100 over the pairs with weight > 0 (all, and generated
-        only), and the judge's mean cosine per label."""
+        only), and the judge's mean cosine per label; ``among``: as :meth:`cosines`."""
         from scipy.stats import spearmanr
 
         kept = [p for p in pairs if p.text_b and (p.weight is None or p.weight > 0) and numeric(p.label) is not None]
         if len(kept) < 3:
             return {"judge": self.encoder_name, "pairs": len(kept)}
-        cos = self.cosines(kept)
+        cos = self.cosines(kept, [p for p in among or () if p.text_b])
         labels = [numeric(p.label) for p in kept]
         generated = [i for i, p in enumerate(kept) if p.extra.get("source", "generated") == "generated"]
 

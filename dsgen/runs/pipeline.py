@@ -289,7 +289,7 @@ class Runner:
         for stage, timing in STAGES:
             if stage == "trainer" and data.train:  # the labels a trainer gets, against an independent judge
                 t2 = time.perf_counter()
-                extra["data_quality"] = self.label_agreement(data.train)
+                extra["data_quality"] = self.label_agreement(data.train, data.train + data.validation)
                 timings["data_quality_seconds"] = round(time.perf_counter() - t2, 2)
             component = getattr(plan, stage)
             if component is None:
@@ -364,13 +364,14 @@ class Runner:
                                   f"dsgen {plan.method.name} dataset {result.extra.get('dataset_key', '')}".strip())
         self.store.write_result(plan, result, train, validation, keep)
 
-    def label_agreement(self, pairs: list[Pair]) -> dict[str, Any]:
-        """How well the training labels agree with an independent judge (:mod:`dsgen.evaluation.quality`)."""
+    def label_agreement(self, pairs: list[Pair], among: list[Pair]) -> dict[str, Any]:
+        """How well the training labels agree with an independent judge (:mod:`dsgen.evaluation.quality`), their
+        sentences encoded with those of ``among`` (the run's whole dataset: its training seeds share it)."""
         from dsgen.evaluation.quality import LabelJudge
 
         if self.judge is None:
             self.judge = LabelJudge()
-        return self.judge.agreement(pairs)
+        return self.judge.agreement(pairs, among)
 
 
 __all__ = ["STAGES", "Runner"]

@@ -49,3 +49,19 @@ def test_a_datasets_cosines_do_not_depend_on_what_was_judged_before(tiny_encoder
     assert np.array_equal(alone.cosines(second), after_first) and len(calls) == len(before_calls) + 1  # kept
     report = alone.agreement(second)
     assert report["pairs"] == len(second) and report["spearman"] is not None
+
+
+def test_a_runs_training_pairs_are_judged_among_its_whole_dataset(tiny_encoder_dir, monkeypatch):
+    """Training seeds split one dataset into training and validation pairs apart; judged among the whole dataset,
+    every seed's training pairs read one encoding of its sentences (the first seed's), and a fresh judge of the second
+    seed's pairs alone, in another order, gets the same bits."""
+    whole = dataset(3, [])
+    seeds = [random.Random(s).sample(whole, 15) for s in (1, 2)]
+    calls = recording(monkeypatch)
+    judge = LabelJudge(str(tiny_encoder_dir), "cpu", batch_size=4)
+    judge.agreement(seeds[0], whole)
+    second = judge.cosines(seeds[1], whole)
+    assert calls == [sorted({s for p in whole for s in (p.text_a, p.text_b)})]  # one encoding, of the whole dataset
+    fresh = LabelJudge(str(tiny_encoder_dir), "cpu", batch_size=4)
+    assert np.array_equal(fresh.cosines(seeds[1][::-1], whole[::-1])[::-1], second)
+    assert judge.agreement(seeds[1], whole)["pairs"] == 15 and len(calls) == 2
