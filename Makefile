@@ -11,7 +11,7 @@ export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 install: $(VENV)/.installed
 
 # pip compiles each package's bytecode as it installs it, on one core; PIP installs without it and COMPILE then
-# compiles the environment on every core, the same .pyc files (1.3x faster set-up on 2 cores: README "Set-up").
+# compiles the environment on every core, the same .pyc files (1.25-1.3x faster set-up on 2 cores: results/benchmarks.md).
 # setuptools' one-line notice on an editable install ("Editable installation.", the meta path finder that maps methods/
 # and benchmarks/ into dsgen) is silenced, so that an install prints nothing but errors.
 PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-compile
