@@ -46,7 +46,8 @@ class LabelJudge:
         self.cache: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def cosines(self, pairs: list[Pair], among: list[Pair] | None = None) -> Any:
-        """The judge's cosine of each pair, its sentences encoded with those of ``among`` (default: the pairs')."""
+        """The judge's cosine of each pair, its sentences encoded with those of ``among`` (default: the pairs'; pairs
+        without a second sentence add none)."""
         import numpy as np
         import torch
 
@@ -54,7 +55,7 @@ class LabelJudge:
             from dsgen.encoders import load_encoder
 
             self.model = load_encoder(self.encoder_name, self.device)
-        texts = tuple(sorted({s for p in [*pairs, *(among or ())] for s in (p.text_a, p.text_b)}))
+        texts = tuple(sorted({s for p in [*pairs, *(among or ())] if p.text_b for s in (p.text_a, p.text_b)}))
         if texts not in self.cache:
             from dsgen.evaluation.evaluator import encode_bucketed
 
@@ -76,7 +77,7 @@ class LabelJudge:
         kept = [p for p in pairs if p.text_b and (p.weight is None or p.weight > 0) and numeric(p.label) is not None]
         if len(kept) < 3:
             return {"judge": self.encoder_name, "pairs": len(kept)}
-        cos = self.cosines(kept, [p for p in among or () if p.text_b])
+        cos = self.cosines(kept, among)
         labels = [numeric(p.label) for p in kept]
         generated = [i for i, p in enumerate(kept) if p.extra.get("source", "generated") == "generated"]
 
