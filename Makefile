@@ -11,11 +11,14 @@ export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 install: $(VENV)/.installed
 
 # pip compiles each package's bytecode as it installs it, on one core; PIP installs without it and COMPILE then
-# compiles the environment on every core, the same .pyc files (1.25-1.3x faster set-up on 2 cores: results/benchmarks.md).
+# compiles the environment on every core (1.25-1.3x faster set-up on 2 cores: results/benchmarks.md), all but the
+# packages' own test suites and transformers' per-architecture modules (models/<name>/ but auto/: 2,600 files, of which
+# a run imports a few dozen, compiled on first import): 9,180 files of 15,143.
 # setuptools' one-line notice on an editable install ("Editable installation.", the meta path finder that maps methods/
 # and benchmarks/ into dsgen) is silenced, so that an install prints nothing but errors.
 PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-compile
-COMPILE := $(PY) -W ignore -c "import compileall, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0)" $(VENV)/lib
+COMPILE := $(PY) -W ignore -c "import compileall, re, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0, \
+	rx=re.compile(sys.argv[2]))" $(VENV)/lib '/(tests?|transformers/models/(?!auto/)[^/]+)/'
 
 # What `make run` needs: torch, dsgen with its embedded models.
 $(VENV)/.installed: pyproject.toml setup.py
