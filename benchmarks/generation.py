@@ -13,7 +13,11 @@ Printed, all measured in this run:
 - the bare model's one-token forward at the fastest core's batch (the forward's own ceiling);
 - greedy (top-k 1) agreement of core and reference, which must be 100%;
 - optionally (``--precision``) a lower-precision copy of the model, opt-in only, with its speed
-  and its greedy agreement with float32.
+  and its greedy agreement with float32;
+- optionally (``--row-counts``) the core at the fastest batch with decode steps cut into another CPU's
+  batch-invariant row counts and the exact-sum softmax, as its probe would choose them (an Intel Xeon with
+  AVX-512 and no bf16: ``16-56,256,257,384,512``, README *Generation numerics*): what that CPU's numerics
+  cost in speed, measured here (the bits are this CPU's, so only the time means anything).
 
 The core runs at each ``--batch-size`` (default 128, the generation default, 256 and 512: a larger
 batch admits more groups at once, so fewer, fuller steps); the reference runs once, and the
@@ -130,6 +134,34 @@ def core_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: Any, batch_s
     return stats
 
 
+def other_numerics_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: Any, batch_size: int, seed: int,
+                       row_counts: Sequence[int]) -> dict[str, Any]:
+    """Time the core as on a CPU whose probe found ``row_counts`` batch-invariant and needed the exact-sum softmax
+    (:func:`dsgen.generation.probed.assume`): its steps cut into those counts. Speed only: this CPU's kernels
+    are not invariant at those counts, so the outputs are not promised to be the core's."""
+    from dataclasses import replace
+
+    from dsgen.generation.invariance import numerics
+    from dsgen.generation.probed import assume
+
+    own = numerics(model)
+    with assume(replace(own, attention="exact-sum", counts=tuple(sorted(set(row_counts))))):
+        stats = core_run(model, tokenizer, reqs, sampling, batch_size, seed)
+    stats["row_counts"] = sorted(set(row_counts))
+    return stats
+
+
+def _ranges(counts: Sequence[int]) -> str:
+    """``[16, 17, 18, 256]`` -> ``"16-18,256"``."""
+    runs: list[list[int]] = []
+    for c in sorted(counts):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
 def lower_precision(model: Any, precision: str) -> Any:
     """An opt-in lower-precision copy: ``int8`` (dynamic quantisation of the linear layers) or ``bfloat16``."""
     import copy
@@ -147,7 +179,8 @@ def lower_precision(model: Any, precision: str) -> Any:
 
 def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequence[int] | None = None,
         greedy_items: int = 12, data_dir: str | None = None, device: str = "auto", seed: int = 42,
-        json_out: Path | None = None, precision: str | None = None, skip_reference: bool = False) -> dict:
+        json_out: Path | None = None, precision: str | None = None, skip_reference: bool = False,
+        row_counts: Sequence[int] | None = None) -> dict:
     import torch
     from rich.table import Table
 
@@ -207,6 +240,10 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
             greedy_agreement(lm.model, lm.tokenizer, reqs[:max(greedy_items, 12)], [best], seed, other=low)[best], 3)
         lstats["speedup_over_float32_core"] = round(lstats["outputs_per_s"] / core_stats["outputs_per_s"], 2)
         result[f"core_{precision}"] = lstats
+    if row_counts:
+        result["core_row_counts"] = other_numerics_run(lm.model, lm.tokenizer, reqs, sampling, best, seed, row_counts)
+        result["core_row_counts"]["ratio_to_core"] = round(
+            core_stats["outputs_per_s"] / result["core_row_counts"]["outputs_per_s"], 3)
 
     table = Table(title=f"generation speed, {generator}, {len(inputs)} inputs x 3 labels x 5 samples")
     for col in ("loop", "kept outputs", "seconds", "outputs/s", "useful tokens/s", "x reference"):
@@ -216,6 +253,9 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
              for b in batch_sizes]
     if precision:
         rows.append((f"core, batch {best}, {precision} (opt-in)", result[f"core_{precision}"], "-"))
+    if row_counts:
+        rows.append((f"core, batch {best}, row counts {_ranges(result['core_row_counts']['row_counts'])}, exact-sum softmax",
+                     result["core_row_counts"], "-"))
     for name, s, ratio in rows:
         if s:
             table.add_row(name, str(s["outputs"]), str(s["seconds"]), str(s["outputs_per_s"]), str(s["useful_tokens_per_s"]),
@@ -237,6 +277,11 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     if "greedy_agreement" in result:
         console.print(f"greedy (top-k 1) agreement core vs reference: {result['greedy_agreement']:.0%} of {greedy_items} "
                       f"items (lowest over batch sizes {', '.join(map(str, batch_sizes))})")
+    if row_counts:
+        c = result["core_row_counts"]
+        console.print(f"with row counts {_ranges(c['row_counts'])} and the exact-sum softmax the core (batch {best}) "
+                      f"takes {c['ratio_to_core']}x the time per kept output, forwarding {c['row_tokens']} row-tokens "
+                      f"for {core_stats['row_tokens']}")
     if json_out:
         write_json(json_out, result)
     return result

@@ -75,6 +75,7 @@ BAD_INPUTS = [
     (["table", "in.txt", "--markdown", "/proc/nope/t.md"], "cannot write /proc/nope/t.md"),
     (["bench", "generation", "--device", "tpu"], "unknown device 'tpu'"),
     (["bench", "generation", "--n-inputs", "0"], "--n-inputs and --batch-size must be at least 1"),
+    (["bench", "generation", "--row-counts", "16-x"], "--row-counts must be positive row counts and ranges"),
     (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
     (["bench", "table", "--n-boot", "0"], "--n-methods, --n-seeds and --n-boot must be at least 1"),
     (["bench", "training", "--rounds", "0"], "--rounds at least 1"),
@@ -332,7 +333,7 @@ def test_compare_analyze_plan_and_table_end_to_end(tiny_preset, tmp_path, sts_da
 def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
     env = {"DSGEN_DATA_DIR": str(sts_data_dir)}
     gen = dsgen("bench", "generation", "--generator", str(tiny_lm_dir), "--n-inputs", "3", "--batch-size", "16", "--batch-size", "8",
-                "--greedy-items", "3", "--device", "cpu", "--json", str(tmp_path / "g.json"), env=env)
+                "--greedy-items", "3", "--device", "cpu", "--row-counts", "16", "--json", str(tmp_path / "g.json"), env=env)
     assert gen.returncode == 0, gen.stderr
     g = json.loads((tmp_path / "g.json").read_text())
     assert g["speedup"] > 0 and g["greedy_agreement"] == 1  # the core's greedy outputs are the reference's
@@ -348,6 +349,10 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     found = numerics(AutoModelForCausalLM.from_pretrained(tiny_lm_dir).eval())
     padding = max(found.rows(n) - n for n in range(1, found.rows(16 + 3) + 1))
     assert g["core"]["decode_rows_forwarded"] <= g["core"]["decode_rows_unshared"] + g["core"]["steps"] * padding
+    # the core timed as on a CPU whose only batch-invariant row count is 16: every step forwards whole blocks of 16
+    other = g["core_row_counts"]
+    assert other["row_counts"] == [16] and other["ratio_to_core"] > 0
+    assert other["decode_rows_forwarded"] > 0 and other["decode_rows_forwarded"] % 16 == 0
     ev = dsgen("bench", "eval", "--model", str(tiny_encoder_dir), "--tasks", "sts16", "--token-budget", "64",
                "--json", str(tmp_path / "e.json"), env=env)
     assert ev.returncode == 0, ev.stderr

@@ -29,6 +29,9 @@ def bench_generation(
     data_seed: o.DataSeed = None,
     precision: Annotated[Optional[str], typer.Option(
         help="Also time an opt-in lower-precision copy: int8 or bfloat16.")] = None,
+    row_counts: Annotated[Optional[str], typer.Option(
+        help="Also time the core at the fastest batch with decode steps cut into these row counts and the exact-sum "
+             "softmax, as on a CPU whose probe found them, e.g. an Intel Xeon's 16-56,256,257,384,512 (speed only).")] = None,
     json_out: o.JsonFile = None,
     seed: o.LegacySeed = None,
 ) -> None:
@@ -42,6 +45,7 @@ def bench_generation(
         raise DsgenError("--n-inputs and --batch-size must be at least 1 and --greedy-items non-negative")
     if precision not in (None, "int8", "bfloat16"):
         raise DsgenError(f"--precision must be int8 or bfloat16 (got '{precision}')")
+    counts = parse_counts(row_counts) if row_counts is not None else None
     generator = generator or "smollm2-135m"
     if generator.startswith(Overrides.API_PREFIX):
         raise DsgenError("bench generation times the local decode loop; --generator openai:<model> has none")
@@ -51,7 +55,22 @@ def bench_generation(
         check_writable_target(json_out)
     run(generator=generator, n_inputs=n_inputs, batch_sizes=batch_size, greedy_items=greedy_items,
         data_dir=data_dir, device=device, seed=_or(o.data_seed_given(data_seed, seed), 42), json_out=json_out,
-        precision=precision)
+        precision=precision, row_counts=counts)
+
+
+def parse_counts(text: str) -> list[int]:
+    """``"16-56,256"`` -> [16, 17, ..., 56, 256]; a one-line error for anything else."""
+    counts: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            first, last = 0, -1
+        if not 1 <= first <= last:
+            raise DsgenError(f"--row-counts must be positive row counts and ranges such as 16-56,256,512 (got '{text}')")
+        counts.update(range(first, last + 1))
+    return sorted(counts)
 
 
 def bench_eval(
