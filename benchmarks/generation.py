@@ -17,7 +17,8 @@ Printed, all measured in this run:
 - optionally (``--row-counts``) the core at the fastest batch with decode steps cut into another CPU's
   batch-invariant row counts and the exact-sum softmax, as its probe would choose them (an Intel Xeon with
   AVX-512 and no bf16: ``16-56,256,257,384,512``, README *Generation numerics*): what that CPU's numerics
-  cost in speed, measured here (the bits are this CPU's, so only the time means anything).
+  cost in speed, measured here (the bits are this CPU's, so only the time means anything), against the
+  mean of the core's run before it and another after it.
 
 The core runs at each ``--batch-size`` (default 128, the generation default, 256 and 512: a larger
 batch admits more groups at once, so fewer, fuller steps); the reference runs once, and the
@@ -241,9 +242,14 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
         lstats["speedup_over_float32_core"] = round(lstats["outputs_per_s"] / core_stats["outputs_per_s"], 2)
         result[f"core_{precision}"] = lstats
     if row_counts:
-        result["core_row_counts"] = other_numerics_run(lm.model, lm.tokenizer, reqs, sampling, best, seed, row_counts)
-        result["core_row_counts"]["ratio_to_core"] = round(
-            core_stats["outputs_per_s"] / result["core_row_counts"]["outputs_per_s"], 3)
+        # timed between two runs of the core at the same batch (this one and another after it), against their mean,
+        # so that the machine's drift during the runs moves both sides alike
+        other = other_numerics_run(lm.model, lm.tokenizer, reqs, sampling, best, seed, row_counts)
+        again = core_run(lm.model, lm.tokenizer, reqs, sampling, best, seed)
+        other["core_seconds_before_after"] = [core_stats["seconds"], again["seconds"]]
+        per_output = (core_stats["seconds"] + again["seconds"]) / 2 / max(core_stats["outputs"], 1)
+        other["ratio_to_core"] = round(other["seconds"] / max(other["outputs"], 1) / per_output, 3)  # time per kept output
+        result["core_row_counts"] = other
 
     table = Table(title=f"generation speed, {generator}, {len(inputs)} inputs x 3 labels x 5 samples")
     for col in ("loop", "kept outputs", "seconds", "outputs/s", "useful tokens/s", "x reference"):
@@ -280,8 +286,9 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     if row_counts:
         c = result["core_row_counts"]
         console.print(f"with row counts {_ranges(c['row_counts'])} and the exact-sum softmax the core (batch {best}) "
-                      f"takes {c['ratio_to_core']}x the time per kept output, forwarding {c['row_tokens']} row-tokens "
-                      f"for {core_stats['row_tokens']}")
+                      f"takes {c['ratio_to_core']}x the core's time per kept output ({c['seconds']} s against "
+                      f"{' and '.join(map(str, c['core_seconds_before_after']))} s before and after it), forwarding "
+                      f"{c['row_tokens']} row-tokens for {core_stats['row_tokens']}")
     if json_out:
         write_json(json_out, result)
     return result
