@@ -59,7 +59,10 @@ def bench_generation(
 
 
 def parse_counts(text: str) -> list[int]:
-    """``"16-56,256"`` -> [16, 17, ..., 56, 256]; a one-line error for anything else."""
+    """``"16-56,256"`` -> [16, 17, ..., 56, 256]; a one-line error for anything else. Counts run from 1 to the
+    largest step :func:`~dsgen.generation.decode_step.row_blocks` plans as a whole (``ROW_BLOCK_LIMIT``)."""
+    from dsgen.generation.decode_step import ROW_BLOCK_LIMIT as MAX_ROW_COUNT
+
     counts: set[int] = set()
     for part in text.split(","):
         low, _, high = part.strip().partition("-")
@@ -67,8 +70,9 @@ def parse_counts(text: str) -> list[int]:
             first, last = int(low), int(high or low)
         except ValueError:
             first, last = 0, -1
-        if not 1 <= first <= last:
-            raise DsgenError(f"--row-counts must be positive row counts and ranges such as 16-56,256,512 (got '{text}')")
+        if not 1 <= first <= last <= MAX_ROW_COUNT:
+            raise DsgenError(f"--row-counts must be row counts and ranges from 1 to {MAX_ROW_COUNT} such as 16-56,256,512 "
+                             f"(got '{text}')")
         counts.update(range(first, last + 1))
     return sorted(counts)
 
