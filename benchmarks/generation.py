@@ -145,10 +145,10 @@ def other_numerics_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: An
     from dsgen.generation.invariance import numerics
     from dsgen.generation.probed import assume
 
-    own = numerics(model)
-    with assume(replace(own, attention="exact-sum", counts=tuple(sorted(set(row_counts))))):
+    counts = tuple(sorted(set(row_counts)))
+    with assume(replace(numerics(model), attention="exact-sum", counts=counts)):
         stats = core_run(model, tokenizer, reqs, sampling, batch_size, seed)
-    stats["row_counts"] = sorted(set(row_counts))
+    stats["row_counts"] = list(counts)
     return stats
 
 
