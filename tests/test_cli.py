@@ -77,6 +77,7 @@ BAD_INPUTS = [
     (["bench", "generation", "--n-inputs", "0"], "--n-inputs and --batch-size must be at least 1"),
     (["bench", "generation", "--row-counts", "16-x"], "--row-counts must be row counts and ranges from 1 to 4096"),
     (["bench", "generation", "--row-counts", "56-16"], "--row-counts must be row counts and ranges from 1 to 4096"),
+    (["bench", "generation", "--row-counts", "16-"], "--row-counts must be row counts and ranges from 1 to 4096"),
     (["bench", "eval", "--tasks", "stbs"], "did you mean 'stsb'"),
     (["bench", "table", "--n-boot", "0"], "--n-methods, --n-seeds and --n-boot must be at least 1"),
     (["bench", "training", "--rounds", "0"], "--rounds at least 1"),

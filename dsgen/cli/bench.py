@@ -65,9 +65,9 @@ def parse_counts(text: str) -> list[int]:
 
     counts: set[int] = set()
     for part in text.split(","):
-        low, _, high = part.strip().partition("-")
+        low, dash, high = part.strip().partition("-")
         try:
-            first, last = int(low), int(high or low)
+            first, last = int(low), int(high if dash else low)  # "5-" is no range: int("") refuses it
         except ValueError:
             first, last = 0, -1
         if not 1 <= first <= last <= MAX_ROW_COUNT:
