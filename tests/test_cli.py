@@ -10,6 +10,7 @@ import pytest
 
 from dsgen.errors import DsgenError
 from tests.cli_process import run_dsgen
+from tests.conftest import require
 from dsgen.reports.baseline import check, read_baseline
 from dsgen.evaluation.results import Result, TaskScore
 
@@ -119,6 +120,8 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("args,message", BAD_INPUTS, ids=[" ".join(a[:3]) for a, _ in BAD_INPUTS])
 def test_bad_input_gets_one_line_exit_2_and_nothing_on_disk(args, message, tmp_path, sts_data_dir):
+    if args[:2] == ["export", "mteb"]:
+        require("mteb", "mteb")  # without MTEB the command stops at that, before reading its input
     (tmp_path / "in.txt").write_text("A sentence.\n")
     (tmp_path / "bad.json").write_text('{"labels": {"a": {"instruction": "\\"<X1>\\""}}}')
     (tmp_path / "malformed.json").write_text('{"schema_version": 1, "preset": "smoke", "seeds": [1]}')
@@ -140,6 +143,7 @@ def test_an_export_replaces_only_its_own_kind_and_never_a_folder_holding_runs(tm
     replaces an existing folder only when dsgen wrote it as that kind of export (its marker file), any
     other non-empty folder only with --overwrite, and a folder holding runs (or the dataset cache) or
     the current folder never: one line, exit 2, nothing touched."""
+    require("mteb", "mteb")
     runs = tmp_path / "runs"
     result = runs / "results" / "smoke" / "dino" / "v" / "data-1-seed-1.json"
     result.parent.mkdir(parents=True)

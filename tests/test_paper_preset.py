@@ -189,9 +189,11 @@ def paper_run(tmp_path_factory, sts_data_dir):
     """`dsgen compare <every registered method> --preset <paper>`: the paper preset, but for the model paths (tiny
     models; the API models through the scripted server), the input counts, the batches and the tasks (STSb only)."""
     from tests.cli_process import OFFLINE
+    from tests.conftest import require
     from tests.generation import fake_openai_server
     from tests.test_cli import dsgen
 
+    require("openai", "openai")  # the API methods' client
     tmp_path = tmp_path_factory.mktemp("paper")
     paths = _tiny_models(tmp_path, sts_data_dir)
     text = (load_preset.__globals__["resources"].files("dsgen.benchmarks.presets") / "paper.toml").read_text()
