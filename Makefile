@@ -65,13 +65,14 @@ test-avx2: $(VENV)/.installed-dev
 
 # The suite on the lowest versions pyproject.toml allows: a fresh environment in $(FLOORS_VENV) with every `>=` floor of
 # dsgen's dependencies and of its openai and test extras installed exactly (read from pyproject.toml, so the floors are
-# written once), torch at the version above, then the tests that need no other extra (Ray's, MTEB's and the server's
-# skip: CI is unset). About 9 minutes on 2 cores, set-up included; not part of CI.
+# written once; read with the TOML parser pip carries, on Python 3.10 too), torch at the version above, then the tests
+# that need no other extra (Ray's, MTEB's and the server's skip: CI is unset). About 9 minutes on 2 cores, set-up
+# included; not part of CI.
 FLOORS_VENV ?= .venv-floors
 FLOORS := $(FLOORS_VENV)/floors.txt
 test-floors:
 	python3 -m venv $(FLOORS_VENV)
-	python3 -c "import re, sys, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	$(FLOORS_VENV)/bin/python -c "import re; from pip._vendor import tomli; p = tomli.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['openai'] + p['optional-dependencies']['test']; \
 	print('\n'.join(f'{m[1]}=={m[2]}' for r in reqs for m in [re.fullmatch(r'([A-Za-z0-9_.-]+)>=([^,;]+)', r)] \
 	if m and m[1] != 'torch'))" > $(FLOORS)
