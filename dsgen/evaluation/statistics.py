@@ -275,10 +275,13 @@ def variance_components(scores: dict[Run, float]) -> dict[str, float]:
 
 
 def centred_ranks(x: Any) -> Any:
-    """Ranks of each row of ``x`` (B, n), ties averaged, minus the row's mean rank."""
+    """Ranks of each row of ``x`` (B, n), ties averaged, minus the row's mean rank, in float64. scipy 1.18 ranks a
+    float32 input in float32 (1.17 and before in float64): the ranks are the same half-integers, but a Spearman summed
+    over them in float32 rounds, so they are widened before anything is computed from them."""
+    import numpy as np
     from scipy.stats import rankdata
 
-    r = rankdata(x, axis=1)
+    r = np.asarray(rankdata(x, axis=1), dtype=np.float64)
     r -= r.mean(axis=1, keepdims=True)
     return r
 

@@ -40,6 +40,15 @@ def test_paired_bootstrap_agrees_with_scipy():
     assert spearman_rows(a[None, :], gold[None, :])[0] == pytest.approx(100 * spearmanr(a, gold).statistic)
 
 
+def test_float32_predictions_are_ranked_and_scored_in_float64():
+    """Cosines are float32; scipy 1.18 ranks a float32 input in float32, where a Spearman summed over 10,000 pairs
+    rounds. The ranks are widened first, so a float32 vector scores exactly as its float64 copy."""
+    rng = np.random.default_rng(3)
+    gold = rng.normal(size=(4, 9927)).round(1)
+    pred = (gold + rng.normal(0, 1, gold.shape)).astype(np.float32)
+    assert np.array_equal(spearman_rows(pred, gold), spearman_rows(pred.astype(np.float64), gold))
+
+
 @pytest.mark.parametrize("ties", [False, True])
 def test_bootstrap_ranking_shortcuts_give_the_values_of_ranking_every_seed(ties):
     """Gold ranked once per chunk, identical seeds ranked once, resamples ranked by counting, several methods on the
