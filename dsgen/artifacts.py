@@ -16,6 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+try:  # the TOML parser (presets, claims): the standard library's from Python 3.11, its backport on 3.10
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli, a dependency there (pyproject.toml)
+    import tomli as tomllib  # type: ignore[no-redef]
+
 from dsgen.errors import DsgenError
 
 SIDECAR_SUFFIX = ".meta.json"

@@ -10,12 +10,12 @@ Precedence, lowest first: paper defaults of each config < preset < method < comm
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from dsgen.artifacts import tomllib
 from dsgen.config import Config
 from dsgen.errors import DsgenError
 

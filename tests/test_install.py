@@ -17,12 +17,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from dsgen.artifacts import tomllib
 
 from tests.conftest import missing
 

@@ -93,11 +93,11 @@ effect", a lower bound for ``between``), at the strictest threshold its family c
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from dsgen.artifacts import tomllib
 from dsgen.errors import DsgenError
 from dsgen.evaluation.statistics import (MOST_DATA_SEEDS, POWER, Interval, Run, data_seeds_for_power, holm,
                                          mean_sd, seed_differences, t_interval, t_p_value, t_power, tost_power)
