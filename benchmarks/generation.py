@@ -128,7 +128,8 @@ def core_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: Any, batch_s
     rows, kept = dec.stats["forward_rows"], max(stats["outputs"], 1)
     stats.update({
         "batch_size": batch_size, "steps": dec.stats["steps"], "row_tokens": rows,
-        "prefill_tokens": dec.stats["prefill_tokens"], "decode_rows_forwarded": rows - dec.stats["prefill_tokens"],
+        "prefill_tokens": dec.stats["prefill_tokens"], "prefill_rows": dec.stats["prefill_rows"],
+        "decode_rows_forwarded": rows - dec.stats["prefill_tokens"],
         "decode_rows_unshared": dec.stats["unshared_rows"], "row_forks": dec.stats.get("row_forks", 0),
         "row_tokens_per_s": round(rows / stats["seconds"], 1), "row_tokens_per_kept_output": round(rows / kept, 1),
         "useful_tokens_per_kept_output": round(stats["useful_tokens"] / kept, 1)})
@@ -275,7 +276,7 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
                   f"tokens/s = {core_stats['useful_tokens_share_of_peak']:.1%} of peak; "
                   f"{core_stats['row_tokens_per_kept_output']} row-tokens per kept output "
                   f"({core_stats['useful_tokens_per_kept_output']} of them kept; {core_stats['prefill_tokens']} prefill "
-                  f"tokens, {core_stats['decode_rows_forwarded']} decode rows forwarded for "
+                  f"tokens in {core_stats['prefill_rows']} rows, {core_stats['decode_rows_forwarded']} decode rows forwarded for "
                   f"{core_stats['decode_rows_unshared']} unshared)")
     console.print(f"bare one-token forward at batch {best}: {result['bare_forward_row_tokens_per_s']} row-tokens/s "
                   f"({result['bare_forward_share_of_peak']:.0%} of peak); the core runs at "

@@ -77,8 +77,8 @@ class PromptBank:
     The instruction head that many prompts begin with is computed once (:func:`shared_prefixes`)
     and each prompt's remaining tokens are fed after it (:func:`~dsgen.generation.forward.extend_rows`);
     because that forward pass is exact by construction (:mod:`~dsgen.generation.prefill_step`: packed
-    prompts, attention prompt by prompt, linear layers in fixed row blocks), a prompt gets the same bits
-    as if it were run whole and alone, on any CPU. Prompts are run in batches of similar length (sorted
+    prompts, attention prompt by prompt, linear layers in fixed row blocks, the last one cut to the
+    probed counts), a prompt gets the same bits as if it were run whole and alone, on any CPU. Prompts are run in batches of similar length (sorted
     by length, then by first appearance), an order that depends on nothing but the prompts. The bank keeps, per layer, one
     ``[P, H, width, D]`` key and value tensor with each prompt right-aligned (zeros before it;
     ``width`` is the longest prompt), and the next-token logits ``[P, V]``, so that admitting any set
@@ -104,6 +104,7 @@ class PromptBank:
         self.values: list[Any] = []
         self.logits: Any = None
         self.forward_tokens = 0
+        self.forward_rows = 0  # rows the linear layers multiplied: the tokens and the zero rows padding their blocks
         self.batches = 0  # forward passes: prefix batches plus suffix batches
         self.suffix_batches = 0  # forward passes over prompts' own tokens (after their prefix, or whole)
         if not distinct:
@@ -120,6 +121,7 @@ class PromptBank:
             part = prefixes[start:start + batch_size]
             out = extend_rows(model, part, pad, numerics=numerics)
             self.forward_tokens += sum(out.lengths)
+            self.forward_rows += out.rows
             self.batches += 1
             for r, prefix in enumerate(part):
                 cached[prefix] = ([k[r, :, :len(prefix)] for k in out.keys], [v[r, :, :len(prefix)] for v in out.values])
@@ -148,6 +150,7 @@ class PromptBank:
             out = extend_rows(model, [ids[i][shared[i]:] for i in rows], pad, past_k, past_v, past_lengths,
                               numerics=numerics)
             self.forward_tokens += sum(out.lengths)
+            self.forward_rows += out.rows
             self.batches += 1
             self.suffix_batches += 1
             if self.logits is None:

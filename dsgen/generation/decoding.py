@@ -120,8 +120,8 @@ class DebiasedDecoder:
             rules = OutputRules(tokenizer, vocab, end_ids=end_ids)
         self.rules = rules  # holds the one filtered list of end-of-text ids (``rules.end_ids``)
         self.device = next(model.parameters()).device
-        self.stats = {"forward_rows": 0, "prefill_tokens": 0, "unshared_rows": 0, "steps": 0, "prefill_batches": 0,
-                      "prefill_suffix_batches": 0}
+        self.stats = {"forward_rows": 0, "prefill_tokens": 0, "prefill_rows": 0, "unshared_rows": 0, "steps": 0,
+                      "prefill_batches": 0, "prefill_suffix_batches": 0}
         self.numerics: Numerics | None = None  # what this machine's probe chose for the model (set by the first decode)
 
     def blocked_ids(self) -> list[int]:
@@ -195,6 +195,7 @@ class _Schedule:
         stats = decoder.stats
         stats["forward_rows"] += self.bank.forward_tokens
         stats["prefill_tokens"] += self.bank.forward_tokens
+        stats["prefill_rows"] += self.bank.forward_rows
         stats["prefill_batches"] += self.bank.batches
         stats["prefill_suffix_batches"] = stats.get("prefill_suffix_batches", 0) + self.bank.suffix_batches
         self.queue: deque[_Group] = deque()

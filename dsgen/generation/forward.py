@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.generation.prefill_step import Packing, packed_prefill
+from dsgen.generation.prefill_step import Packing, packed_prefill, prefill_rows
 from dsgen.generation.probed import Numerics
 
 
@@ -125,6 +125,7 @@ class Extension:
     keys: list[Any]      # per layer [B, H, width, D]: the new tokens' keys, row r's in columns [0, lengths[r])
     values: list[Any]
     lengths: list[int]   # new tokens per row
+    rows: int = 0        # rows every linear layer multiplied: the packed tokens and the zero rows padding their blocks
 
 
 def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
@@ -135,12 +136,14 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
 
     Args:
         new: the new token ids of each row (at least one each).
-        pad: unused (nothing is padded; kept for the callers' signature).
+        pad: unused (no row is padded with tokens; kept for the callers' signature).
         past_keys / past_values: per layer ``[B, H, P, D]``, row r's past right-aligned in its last
             ``past_lengths[r]`` columns (None: no past).
         numerics: what this machine's probe chose for ``model``
             (:func:`dsgen.generation.invariance.numerics`): its softmax (``attention`` overrides it;
-            without either, PyTorch's).
+            without either, PyTorch's) and its batch-invariant row counts, which let the last row block be
+            cut to the tokens' need (:func:`~dsgen.generation.prefill_step.fixed_blocks`; without it, every
+            block is whole, as a judge runs).
         keep_cache: return the new tokens' keys and values (False: logits only, as a judge needs).
     Layout: the rows' new tokens are packed into one sequence, each at its own position (its past's
     length on); attention runs prompt by prompt over the prompt's own keys and every linear layer in
@@ -171,14 +174,16 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     attention = attention or (numerics.attention if numerics is not None else "softmax")
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
-        with torch.no_grad(), packed_prefill(model, packing, attention):  # no graph: the blocked layers write in place
+        counts = numerics.counts if numerics is not None else ()
+        with torch.no_grad(), packed_prefill(model, packing, attention, counts):  # no graph: the blocked layers write in place
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:
         hook.remove()
     logits = out.logits[:, -1].float()
+    rows_multiplied = sum(prefill_rows(sum(lengths), counts))
     if not keep_cache:
-        return Extension(logits, [], [], lengths)
+        return Extension(logits, [], [], lengths, rows_multiplied)
     width = max(lengths)
     rows = torch.tensor([r for r, length in enumerate(lengths) for _ in range(length)], device=device)
     cols = torch.tensor([t for length in lengths for t in range(length)], device=device)
@@ -188,7 +193,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
             unpacked = packed.new_zeros((n, width, packed.shape[1], packed.shape[3]))
             unpacked[rows, cols] = packed[0].transpose(0, 1)
             into.append(unpacked.transpose(1, 2))
-    return Extension(logits, keys, values, lengths)
+    return Extension(logits, keys, values, lengths, rows_multiplied)
 
 
 @functools.lru_cache(maxsize=None)

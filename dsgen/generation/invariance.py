@@ -3,8 +3,8 @@
 The decode loop shares rows between samples, computes shared instruction prefixes once and
 moves rows between slots; each of these changes no output only if a sequence's logits are the
 same bits whatever it is batched with (:mod:`dsgen.generation.decode_step`). The prefill is exact by
-construction (:mod:`dsgen.generation.prefill_step`: fixed shapes); a decode step rests on the CPU's
-kernels: the row counts at which a matrix multiply gives each row the same bits, and whether a
+construction (:mod:`dsgen.generation.prefill_step`: fixed shapes; its last row block cut to the probed
+counts where they allow); a decode step rests on the CPU's kernels: the row counts at which a matrix multiply gives each row the same bits, and whether a
 softmax's sum depends on the row's width. Those differ between CPUs (an AVX2 CPU and an AVX-512 one
 sum a softmax in lanes of 8 and 16; MKL on an Intel Xeon gives a row the bits of a large batch at
 fewer row counts than on an AMD EPYC), so :func:`numerics` probes them for the model, on the model
@@ -50,7 +50,7 @@ from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
-PROBE_VERSION = 3  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+PROBE_VERSION = 4  # enters the key of every stored probe: bumped when the probe or the paths it checks change
 
 
 def numerics(model: Any) -> Numerics:

@@ -17,6 +17,13 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
   probed. 256 and 32 are also counts at which every CPU met so far gives a row the bits of any large batch
   (MKL on AMD EPYC, AVX2 and AVX-512; on an Intel Xeon with AVX-512), so the bits are those of earlier
   releases where those were exact.
+- **The last block cut to size where the probe allows**: where the machine's probe
+  (:mod:`dsgen.generation.invariance`) found 256 (and 32) among the row counts at which its matrix multiply
+  gives a row the bits of any large batch, the tokens a last block would hold are multiplied in blocks of
+  those counts instead (:func:`fixed_blocks`; an AMD EPYC: one block of exactly their number; an Intel Xeon:
+  counts of 16-56): the same bits, without the padding (a chunk's 54-token instruction heads, once 256
+  rows, are 54; :file:`results/benchmarks.md`). The decoder's prompt bank passes the probe's record; the
+  judge, which has none, keeps whole blocks.
 - **Attention one prompt at a time** (:func:`prompt_attention`): a prompt's queries attend to its own keys
   only (its cached past, then its new tokens), ``[rep * QUERY_BLOCK, D] x [D, L]`` per block of
   ``QUERY_BLOCK`` (16) query positions aligned to multiples of 16 (zero queries fill a block), per key-value
@@ -26,7 +33,7 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
   one, :func:`~dsgen.generation.decode_step.exact_softmax`) and the weighted sum of values are the same bits
   fed whole or after a cached prefix, alone or beside any prompts.
 
-What this rests on, rather than on a probe: a matrix multiply (``mm``, ``addmm``, one matrix of a ``bmm``)
+What the fixed blocks rest on, rather than on a probe: a matrix multiply (``mm``, ``addmm``, one matrix of a ``bmm``)
 gives an output element bits that depend on the operands' shapes, the element's row and column and their
 values, never on the values of other rows; elementwise operations and a row's own reductions (a norm, the
 softmax) are row by row. The probe (:mod:`dsgen.generation.invariance`) still checks the prefill on the
@@ -42,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsgen.generation.decode_step import blocked_linears, exact_softmax, invariant_key_columns
+from dsgen.generation.decode_step import blocked_linears, exact_softmax, invariant_key_columns, row_blocks
 
 PREFILL_ROWS = 256  # token rows per block of every linear layer in a prefill
 HEAD_ROWS = 32  # prompts per block of the output head in a prefill (only each prompt's last token)
@@ -50,14 +57,25 @@ QUERY_BLOCK = 16  # query positions per block of a prompt's attention, aligned t
 PREFILL_ATTENTION = {"softmax": "dsgen_prefill", "exact-sum": "dsgen_prefill_exact"}  # softmax -> name
 
 
-def prefill_rows(rows: int) -> tuple[int, ...]:
-    """Row blocks of a prefill's linear layers: ``PREFILL_ROWS`` each, as many as ``rows`` needs."""
-    return (PREFILL_ROWS,) * max(1, -(-rows // PREFILL_ROWS))
+def fixed_blocks(rows: int, size: int, counts: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Row blocks of ``size`` rows each, as many as ``rows`` fills whole; the rest in one more block of ``size``
+    (zero rows pad it), or, where the machine's probe found ``size`` among the batch-invariant row counts
+    ``counts``, in blocks of those counts (:func:`~dsgen.generation.decode_step.row_blocks`): the same bits
+    (every count in ``counts`` gives a row the bits of any large batch, ``size`` included) with less padding."""
+    whole, rest = divmod(rows, size)
+    if rest and size in counts:
+        return (size,) * whole + row_blocks(rest, tuple(counts))
+    return (size,) * max(1, -(-rows // size))
 
 
-def head_rows(rows: int) -> tuple[int, ...]:
-    """Row blocks of a prefill's output head: ``HEAD_ROWS`` each."""
-    return (HEAD_ROWS,) * max(1, -(-rows // HEAD_ROWS))
+def prefill_rows(rows: int, counts: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Row blocks of a prefill's linear layers: ``PREFILL_ROWS`` each (:func:`fixed_blocks`)."""
+    return fixed_blocks(rows, PREFILL_ROWS, counts)
+
+
+def head_rows(rows: int, counts: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Row blocks of a prefill's output head: ``HEAD_ROWS`` each (:func:`fixed_blocks`)."""
+    return fixed_blocks(rows, HEAD_ROWS, counts)
 
 
 @dataclass
@@ -212,7 +230,8 @@ def _register() -> None:
 
 
 @contextlib.contextmanager
-def packed_prefill(model: Any, packing: Packing, attention: str = "softmax") -> Iterator[None]:
+def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", counts: tuple[int, ...] = ()
+                   ) -> Iterator[None]:
     """Within the block, a forward pass of ``model`` over packed prompts (``[1, T]`` token ids, each
     token's own position) computes every prompt's bits on their own (module docstring): attention by
     :func:`prompt_attention` with PyTorch's softmax or the exact-sum one (``attention``), linear layers
@@ -223,7 +242,8 @@ def packed_prefill(model: Any, packing: Packing, attention: str = "softmax") -> 
     token = _PACKING.set(packing)
     cfg._attn_implementation_internal = PREFILL_ATTENTION[attention]
     try:
-        with blocked_linears(model, prefill_rows, head_rows=head_rows):
+        with blocked_linears(model, functools.partial(prefill_rows, counts=counts),
+                             head_rows=functools.partial(head_rows, counts=counts)):
             yield
     finally:
         cfg._attn_implementation_internal = before

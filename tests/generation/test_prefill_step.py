@@ -10,6 +10,8 @@ it, the plain batched forward (the judge's earlier path, and the prefill's earli
 other bits in another batch, while the exact prefill, the judge and the decoder's shared rows stay exact.
 """
 
+import contextlib
+
 import pytest
 import torch
 
@@ -18,7 +20,7 @@ from dsgen.generation.batch import PromptBank
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import extend_rows, forward_last, pad_id, returned_cache, tokenize
 from dsgen.generation.invariance import probe
-from dsgen.generation.prefill_step import HEAD_ROWS, PREFILL_ROWS, QUERY_BLOCK
+from dsgen.generation.prefill_step import HEAD_ROWS, PREFILL_ROWS, QUERY_BLOCK, fixed_blocks, head_rows, prefill_rows
 from dsgen.generation.probed import Numerics, assume
 from dsgen.generation.sampling import SamplingConfig
 from dsgen.models import LoadedLM
@@ -142,6 +144,38 @@ def test_the_exact_prefill_computes_what_the_model_computes():
                     assert torch.allclose(v[r, :, :len(seq)], own.values[0], atol=1e-5)
                     assert not k[r, :, len(seq):].any()
     assert PREFILL_ROWS in INTEL_COUNTS and HEAD_ROWS in INTEL_COUNTS and QUERY_BLOCK == 16
+
+
+def test_the_last_block_is_cut_to_the_probed_counts_only_where_they_hold_the_whole_block():
+    intel = tuple(sorted(INTEL_COUNTS))
+    epyc = (4, 8, *range(12, 65), 96, 128, 129, 192, 256, 257, 384, 512)
+    assert prefill_rows(54) == (256,) and prefill_rows(531) == (256, 256, 256) and head_rows(72) == (32, 32, 32)
+    assert prefill_rows(54, epyc) == (54,) and prefill_rows(531, epyc) == (256, 256, 19) and prefill_rows(512, epyc) == (256, 256)
+    assert prefill_rows(300, intel) == (256, 44) and prefill_rows(10, intel) == (16,) and head_rows(72, intel) == (32, 32, 16)
+    assert prefill_rows(150, intel) == (56, 56, 38)  # counts of 16-56, never a 256-row block of 106 zero rows
+    assert fixed_blocks(300, 256, (16, 32, 64)) == (256, 256)  # 256 not found invariant: whole blocks, as without a probe
+    assert prefill_rows(0, epyc) == (256,) and prefill_rows(0) == (256,)
+
+
+@pytest.mark.parametrize("simulated", [False, True])
+def test_a_probed_prefill_cuts_its_padding_and_keeps_the_bits(simulated, monkeypatch):
+    """A prompt bank given the probe's record forwards fewer rows than whole blocks and gets the same bits, on this
+    CPU and on the simulated Xeon (where the remainders are multiplied in blocks of 16-56 rows)."""
+    monkeypatch.setenv("DSGEN_CACHE_DIR", "/nonexistent/numerics-cache")
+    with IntelLikeGemm(monkeypatch) if simulated else contextlib.nullcontext():
+        model, tok = build_tiny_lm(seed=16)
+        found = probe(model)
+        assert found.shared, found.failed
+        prompts = DINO_LIKE + OTHER + ["y" * 300 + ' "']  # more tokens than one 256-row block
+        with torch.inference_mode():
+            cut = PromptBank(model, tok, prompts, batch_size=32, numerics=found)
+            whole = PromptBank(model, tok, prompts, batch_size=32, numerics=Numerics(found.attention, (), True))
+    assert cut.forward_tokens == whole.forward_tokens
+    assert whole.forward_rows % PREFILL_ROWS == 0 and whole.forward_rows >= whole.forward_tokens
+    if PREFILL_ROWS in found.counts:  # this CPU's or the simulation's counts
+        assert whole.forward_tokens <= cut.forward_rows < whole.forward_rows
+    assert torch.equal(cut.logits, whole.logits)
+    assert all(torch.equal(a, b) for a, b in zip(cut.keys + cut.values, whole.keys + whole.values))
 
 
 def test_a_judges_score_does_not_depend_on_its_batch_on_the_simulated_cpu(intel):
