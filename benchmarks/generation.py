@@ -83,15 +83,17 @@ def bare_forward(model: Any, tokenizer: Any, batch: int, context: int, steps: in
     import torch
     from transformers import StaticCache
 
+    from dsgen.generation.forward import cache_arg
+
     ids = torch.full((batch, 1), tokenizer.pad_token_id or 0, dtype=torch.long, device=model.device)
     cache = StaticCache(config=model.config, max_cache_len=context + steps + 1)
     with torch.inference_mode():
-        model(input_ids=ids, past_key_values=cache, cache_position=torch.tensor([0], device=model.device),
+        model(input_ids=ids, **cache_arg(model, cache), cache_position=torch.tensor([0], device=model.device),
               use_cache=True, logits_to_keep=1)
         start = time.perf_counter()
         for i in range(steps):
             position = torch.tensor([context + i], device=model.device)
-            model(input_ids=ids, past_key_values=cache, cache_position=position, use_cache=True, logits_to_keep=1)
+            model(input_ids=ids, **cache_arg(model, cache), cache_position=position, use_cache=True, logits_to_keep=1)
         return batch * steps / (time.perf_counter() - start)
 
 
