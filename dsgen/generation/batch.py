@@ -78,8 +78,9 @@ class PromptBank:
     and each prompt's remaining tokens are fed after it (:func:`~dsgen.generation.forward.extend_rows`);
     because that forward pass is exact by construction (:mod:`~dsgen.generation.prefill_step`: packed
     prompts, attention prompt by prompt, linear layers in fixed row blocks, the last one cut to the
-    probed counts), a prompt gets the same bits as if it were run whole and alone, on any CPU. Prompts are run in batches of similar length (sorted
-    by length, then by first appearance), an order that depends on nothing but the prompts. The bank keeps, per layer, one
+    probed counts), a prompt gets the same bits as if it were run whole and alone, on any CPU. Prompts
+    are run in batches of similar length (sorted by length, then by first appearance), an order that
+    depends on nothing but the prompts. The bank keeps, per layer, one
     ``[P, H, width, D]`` key and value tensor with each prompt right-aligned (zeros before it;
     ``width`` is the longest prompt), and the next-token logits ``[P, V]``, so that admitting any set
     of prompts into the batch is one copy per layer.
@@ -104,7 +105,7 @@ class PromptBank:
         self.values: list[Any] = []
         self.logits: Any = None
         self.forward_tokens = 0
-        self.forward_rows = 0  # rows the linear layers multiplied: the tokens and the zero rows padding their blocks
+        self.forward_rows = 0  # rows the linear layers multiplied, the zero rows padding their blocks included
         self.batches = 0  # forward passes: prefix batches plus suffix batches
         self.suffix_batches = 0  # forward passes over prompts' own tokens (after their prefix, or whole)
         if not distinct:

@@ -125,7 +125,8 @@ class Extension:
     keys: list[Any]      # per layer [B, H, width, D]: the new tokens' keys, row r's in columns [0, lengths[r])
     values: list[Any]
     lengths: list[int]   # new tokens per row
-    rows: int = 0        # rows every linear layer multiplied: the packed tokens and the zero rows padding their blocks
+    rows: int = 0        # rows each linear layer but the output head multiplied: the tokens and the zero rows padding
+                         # their blocks
 
 
 def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
@@ -172,9 +173,9 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     packing = Packing(tuple(starts), tuple(lengths), tuple(past), past_keys if any(past) else None,
                       past_values if any(past) else None)
     attention = attention or (numerics.attention if numerics is not None else "softmax")
+    counts = numerics.counts if numerics is not None else ()
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
-        counts = numerics.counts if numerics is not None else ()
         with torch.no_grad(), packed_prefill(model, packing, attention, counts):  # no graph: the blocked layers write in place
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)

@@ -4,11 +4,12 @@ The decode loop shares rows between samples, computes shared instruction prefixe
 moves rows between slots; each of these changes no output only if a sequence's logits are the
 same bits whatever it is batched with (:mod:`dsgen.generation.decode_step`). The prefill is exact by
 construction (:mod:`dsgen.generation.prefill_step`: fixed shapes; its last row block cut to the probed
-counts where they allow); a decode step rests on the CPU's kernels: the row counts at which a matrix multiply gives each row the same bits, and whether a
-softmax's sum depends on the row's width. Those differ between CPUs (an AVX2 CPU and an AVX-512 one
-sum a softmax in lanes of 8 and 16; MKL on an Intel Xeon gives a row the bits of a large batch at
-fewer row counts than on an AMD EPYC), so :func:`numerics` probes them for the model, on the model
-itself, for every path that relies on them, and checks the prefill as well:
+counts where they allow); a decode step rests on the CPU's kernels: the row counts at which a matrix
+multiply gives each row the same bits, and whether a softmax's sum depends on the row's width. Those
+differ between CPUs (an AVX2 CPU and an AVX-512 one sum a softmax in lanes of 8 and 16; MKL on an Intel
+Xeon gives a row the bits of a large batch at fewer row counts than on an AMD EPYC), so :func:`numerics`
+probes them for the model, on the model itself, for every path that relies on them, and checks the
+prefill as well:
 
 - **prefill**: prompts fed whole, in different batches, and fed after their own cached prefix
   (the extend-after-past path of :class:`~dsgen.generation.batch.PromptBank`) give the same logits
