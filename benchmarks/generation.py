@@ -285,8 +285,8 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
                   f"tokens/s = {core_stats['useful_tokens_share_of_peak']:.1%} of peak; "
                   f"{core_stats['row_tokens_per_kept_output']} row-tokens per kept output "
                   f"({core_stats['useful_tokens_per_kept_output']} of them kept; {core_stats['prefill_tokens']} prefill "
-                  f"tokens in {core_stats['prefill_rows']} rows, {core_stats['decode_rows_forwarded']} decode rows forwarded for "
-                  f"{core_stats['decode_rows_unshared']} unshared)")
+                  f"tokens in {core_stats['prefill_rows']} rows, {core_stats['decode_rows_forwarded']} decode rows "
+                  f"forwarded for {core_stats['decode_rows_unshared']} unshared)")
     console.print(f"bare one-token forward at batch {best}: {result['bare_forward_row_tokens_per_s']} row-tokens/s "
                   f"({result['bare_forward_share_of_peak']:.0%} of peak); the core runs at "
                   f"{result['core_share_of_bare_forward']:.0%} of it")

@@ -176,7 +176,8 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     counts = numerics.counts if numerics is not None else ()
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
-        with torch.no_grad(), packed_prefill(model, packing, attention, counts):  # no graph: the blocked layers write in place
+        # no graph: the blocked layers write in place
+        with torch.no_grad(), packed_prefill(model, packing, attention, counts):
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:

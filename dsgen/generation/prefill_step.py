@@ -33,9 +33,9 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
   one, :func:`~dsgen.generation.decode_step.exact_softmax`) and the weighted sum of values are the same bits
   fed whole or after a cached prefix, alone or beside any prompts.
 
-What the fixed blocks rest on, rather than on a probe: a matrix multiply (``mm``, ``addmm``, one matrix of a ``bmm``)
-gives an output element bits that depend on the operands' shapes, the element's row and column and their
-values, never on the values of other rows; elementwise operations and a row's own reductions (a norm, the
+What the fixed blocks rest on, rather than on a probe: a matrix multiply (``mm``, ``addmm``, one matrix of a
+``bmm``) gives an output element bits that depend on the operands' shapes, the element's row and column and
+their values, never on the values of other rows; elementwise operations and a row's own reductions (a norm, the
 softmax) are row by row. The probe (:mod:`dsgen.generation.invariance`) still checks the prefill on the
 machine that runs.
 """

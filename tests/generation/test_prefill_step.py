@@ -150,10 +150,12 @@ def test_the_last_block_is_cut_to_the_probed_counts_only_where_they_hold_the_who
     intel = tuple(sorted(INTEL_COUNTS))
     epyc = (4, 8, *range(12, 65), 96, 128, 129, 192, 256, 257, 384, 512)
     assert prefill_rows(54) == (256,) and prefill_rows(531) == (256, 256, 256) and head_rows(72) == (32, 32, 32)
-    assert prefill_rows(54, epyc) == (54,) and prefill_rows(531, epyc) == (256, 256, 19) and prefill_rows(512, epyc) == (256, 256)
-    assert prefill_rows(300, intel) == (256, 44) and prefill_rows(10, intel) == (16,) and head_rows(72, intel) == (32, 32, 16)
+    assert prefill_rows(54, epyc) == (54,) and prefill_rows(531, epyc) == (256, 256, 19)
+    assert prefill_rows(512, epyc) == (256, 256) and head_rows(72, epyc) == (32, 32, 8)
+    assert prefill_rows(300, intel) == (256, 44) and prefill_rows(10, intel) == (16,)
+    assert head_rows(72, intel) == (32, 32, 16)
     assert prefill_rows(150, intel) == (56, 56, 38)  # counts of 16-56, never a 256-row block of 106 zero rows
-    assert fixed_blocks(300, 256, (16, 32, 64)) == (256, 256)  # 256 not found invariant: whole blocks, as without a probe
+    assert fixed_blocks(300, 256, (16, 32, 64)) == (256, 256)  # 256 not found invariant: whole blocks, as unprobed
     assert prefill_rows(0, epyc) == (256,) and prefill_rows(0) == (256,)
 
 
