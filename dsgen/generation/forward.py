@@ -125,8 +125,7 @@ class Extension:
     keys: list[Any]      # per layer [B, H, width, D]: the new tokens' keys, row r's in columns [0, lengths[r])
     values: list[Any]
     lengths: list[int]   # new tokens per row
-    rows: int = 0        # rows each linear layer but the output head multiplied: the tokens and the zero rows padding
-                         # their blocks
+    rows: int            # rows each linear layer but the head multiplied (the tokens, the zero rows padding blocks)
 
 
 def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None = None,
