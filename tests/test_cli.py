@@ -378,12 +378,16 @@ def test_benchmarks_run_on_tiny_models(tmp_path, tiny_lm_dir, tiny_encoder_dir, 
     positions = r["token_positions"]
     assert r["steps"] == 3 and r["speedup"]["median"] > 0 and set(r["other_overheads"]) == {"0"}
     assert positions["real"] <= positions["grouped"] < positions["padded"]  # STSb pairs of 24 rows leave padding to cut
+    assert positions["real"] == positions["packed"]  # a side of 8 pairs packs into one row
+    assert r["trimming"] == "packed" and r["packed_vs_groups"]["median"] > 0
+    assert "grouped_seconds_per_step" in r["rounds"][0]
     assert r["weights_relative_difference"] < 1e-5  # the same training up to float rounding (a Llama has no dropout)
     sdi = dsgen("bench", "training", "--trainer", "sdi", "--model", str(tiny_encoder_dir), "--pairs", "20",
                 "--batch-size", "8", "--rounds", "1", "--json", str(tmp_path / "sdi.json"), env=env)
     assert sdi.returncode == 0, sdi.stderr
     s = json.loads((tmp_path / "sdi.json").read_text())
     assert s["trainer"] == "sdi" and s["steps"] == 5 and s["speedup"]["median"] > 0  # 36 of the 40 sentences train
+    assert s["trimming"] == "groups" and "packed_vs_groups" not in s  # a classifier is cut into groups
     assert s["token_positions"]["real"] <= s["token_positions"]["grouped"] < s["token_positions"]["padded"]
 
 

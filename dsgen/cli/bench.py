@@ -119,7 +119,8 @@ def bench_training(
         help="regression (DINO's cosine regression; default --model smollm2-l4) or sdi (RISE's classifier on the "
              "pairs' sentences; default --model minilm-l6).")] = "regression",
     pairs: Annotated[int, typer.Option(help="STS benchmark train pairs to train on (gold / 5).")] = 320,
-    rounds: Annotated[int, typer.Option(help="Rounds of the padded and the grouped training, for the ratio's spread.")] = 2,
+    rounds: Annotated[int, typer.Option(help="Rounds of the padded and the trimmed trainings, for the ratio's "
+                                              "spread.")] = 2,
     batch_size: Annotated[int, typer.Option(help="Rows per batch (DINO's and RISE's: 32).")] = 32,
     overhead: Annotated[Optional[list[int]], typer.Option(
         help="Further per-group costs to time the cut at, in padded tokens; repeatable (default: none; regression "
@@ -127,7 +128,7 @@ def bench_training(
     data_dir: o.DataDir = None,
     json_out: o.JsonFile = None,
 ) -> None:
-    """A trainer with each batch computed in groups of similar length vs padded whole: seconds per step, speed-up and its spread, the padding each leaves, weight agreement."""
+    """A trainer with each batch computed without most of its padding (packed, or in groups of similar length) vs padded whole: seconds per step, speed-up and its spread, the padding each leaves, weight agreement."""
     from dsgen.artifacts import check_writable_target
     from dsgen.benchmarks.training import run
 

@@ -89,11 +89,13 @@ class TrainingConfig(Config):
             three times, and its training seeds agree within 0.01). The runs the presets exist for stay well
             above it: DINO's and the human pairs on ``cpu``, ``intro`` and ``quick`` (about 640 pairs, batch 32)
             take 20 steps, 19 with a non-zero rate; on ``smoke`` (48 inputs, 3 epochs) about 30.
-        trim_padding: compute each drawn batch in groups of rows of similar length, each trimmed to its own longest
-            row (:mod:`dsgen.training.padding`): the same batches and the same function of each row's tokens, without
-            most of the padding (a batch of STS sentences is 2.4-2.9x its real tokens padded). False: each batch in
-            one call, padded to its longest row, as sentence-transformers does (float rounding differs between the
-            two, as between any two batch shapes; results made before this option existed were made so).
+        trim_padding: compute each drawn batch without most of its padding (:mod:`dsgen.training.padding`): its
+            real tokens packed into one row where the encoder's transformer keeps packed sentences apart (checked;
+            the raw causal-LM encoders), else in groups of rows of similar length, each trimmed to its own longest
+            row. The same batches and the same function of each row's tokens (a batch of STS sentences is 2.4-2.9x
+            its real tokens padded). False: each batch in one call, padded to its longest row, as
+            sentence-transformers does (float rounding differs between the ways, as between any two batch shapes;
+            results made before this option existed were made so, and before packing, in groups).
     """
 
     encoder: str = "minilm-l6"

@@ -19,10 +19,10 @@ def train_with_progress(build: Callable[[str, Any], Any], description: str, step
 
     ``build(output_dir, callback)`` returns the trainer; the output folder is temporary (checkpoints
     for model selection) and removed afterwards, and the libraries' own printing callbacks are dropped.
-    ``trim_padding``: the trainer's model computes each batch in groups of similar length
-    (:func:`dsgen.training.padding.trimmed_padding`) while it trains, on one device; a trainer that spreads the
-    model over several GPUs (``DataParallel``, whose replicas copy the module's attributes and would run the
-    original's forward) computes its batches padded whole.
+    ``trim_padding``: the trainer's model computes each batch without most of its padding, packed or in groups of
+    similar length (:func:`dsgen.training.padding.trimmed_padding`) while it trains, on one device; a trainer that
+    spreads the model over several GPUs (``DataParallel``, whose replicas copy the module's attributes and would run
+    the original's forward) computes its batches padded whole.
     """
     from transformers import TrainerCallback
 

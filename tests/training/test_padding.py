@@ -1,5 +1,6 @@
-"""A training batch computed in groups of similar length (dsgen.training.padding): the same embeddings and gradients
-as the padded batch, the cheapest cut, the model's own forward back afterwards."""
+"""A training batch computed without most of its padding (dsgen.training.padding), packed or in groups of similar
+length: the same embeddings and gradients as the padded batch, the cheapest cut, packing only where the model keeps
+packed sentences apart, the model's own forward back afterwards."""
 
 import copy
 import itertools
@@ -8,7 +9,8 @@ import random
 import pytest
 
 from dsgen.data.pairs import Pair
-from dsgen.training.padding import grouped_forward, length_groups, right_padded_lengths, trimmed_padding
+from dsgen.training.padding import (grouped_forward, length_groups, pack_rows, right_padded_lengths,
+                                   takes_packed_sequences, transformer_of, trimmed_padding)
 
 WORDS = "a man woman dog cat plays runs guitar piano eats food street car red blue".split()
 
@@ -174,8 +176,8 @@ def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_en
 
 
 def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir, monkeypatch):
-    """The regression trainer on the same pairs and seed, batches cut or padded whole: the same training up to float
-    rounding (a Llama encoder has no dropout, so nothing random depends on the cut)."""
+    """The regression trainer on the same pairs and seed, batches packed or padded whole: the same training up to
+    float rounding (a Llama encoder has no dropout, so nothing random depends on the packing)."""
     from dsgen.data.sts import using_data_dir
     from dsgen.training.fit import TrainingConfig
     from dsgen.training.regression import RegressionTrainer
@@ -187,15 +189,112 @@ def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir, mon
                          learning_rate=1e-3, device="cpu", model_selection=False, min_trained_steps=1)
     import dsgen.training.padding as padding
 
-    cuts = []
-    monkeypatch.setattr(padding, "length_groups", lambda *a: cuts.append(len(cut := length_groups(*a))) or cut)
+    packed = []
+    monkeypatch.setattr(padding, "pack_rows", lambda *a: packed.append(runs := pack_rows(*a)) or runs)
     weights = []
     with using_data_dir(sts_data_dir):
         for trim in (False, True):
-            cuts.clear()
+            packed.clear()
             outcome = RegressionTrainer(cfg.replace(trim_padding=trim)).train(train, [], seed=1, progress=False)
-            assert (max(cuts, default=0) > 1) == trim  # batches were cut exactly when asked
-            assert "forward" not in vars(outcome.model) and outcome.log["weight_update"] > 0
+            assert bool(packed) == trim  # batches were packed exactly when asked (a Llama keeps packed sentences apart)
+            assert "forward" not in vars(outcome.model) and "forward" not in vars(transformer_of(outcome.model))
+            assert outcome.log["weight_update"] > 0
             weights.append([p.detach() for p in outcome.model.parameters() if p.requires_grad])
     for a, b in zip(*weights, strict=True):
         assert float((a - b).norm()) <= 1e-4 * float(a.norm())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_packed_rows_keep_the_batchs_order_and_about_equal_tokens(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([1, 3, 9, 20, 41, 120]) for _ in range(rng.randint(1, 40))]
+    capacity = rng.choice([8, 64, 256, 1024])
+    runs = pack_rows(lengths, capacity)
+    assert [i for run in runs for i in run] == list(range(len(lengths)))  # runs of consecutive rows, each row once
+    count = min(len(lengths), -(-sum(lengths) // capacity))
+    assert all(runs) and len(runs) <= count
+    assert max(sum(lengths[i] for i in run) for run in runs) <= sum(lengths) / count + max(lengths)
+    assert pack_rows(lengths, capacity) == runs  # the lengths alone decide it
+    assert pack_rows([5, 5, 5, 5], 10) == [[0, 1], [2, 3]] and pack_rows([5, 5, 5], 1000) == [[0, 1, 2]]
+
+
+@pytest.mark.parametrize("capacity", [1024, 40])
+def test_a_packed_batch_gives_the_padded_batchs_embeddings_and_gradients(tiny_lm_dir, sts_data_dir, capacity,
+                                                                         monkeypatch):
+    """A raw causal-LM encoder (the cpu preset's kind): its transformer sees the batch's real tokens once, in one
+    packed row or (rows of about 40 tokens) a few, and the embeddings, token embeddings and gradients are the padded
+    batch's to float rounding."""
+    import torch
+
+    import dsgen.training.padding as padding
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    with using_data_dir(sts_data_dir):
+        model = load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean&token_norm=1&standardize=1", "cpu")
+    model.eval()
+    inner = transformer_of(model)
+    assert takes_packed_sequences(inner)
+    monkeypatch.setattr(padding, "PACK_TOKENS", capacity)
+    texts = sentences(1)
+    features = model.preprocess(texts)
+    real = int(features["attention_mask"].sum())
+    seen = []
+    hook = inner.get_input_embeddings().register_forward_hook(lambda m, i, o: seen.append(tuple(i[0].shape)))
+    results = []
+    for trim in (False, True):
+        model.zero_grad()
+        with trimmed_padding(model, trim):  # (its check calls the transformer on a batch of two first)
+            assert ("forward" in vars(inner)) == trim and "forward" not in vars(model)
+            seen.clear()
+            out = model(dict(features))
+        emb = out["sentence_embedding"]
+        (emb[:12] * emb[12:]).sum().backward()
+        results.append((emb.detach(), out["token_embeddings"].detach(), list(seen),
+                        [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    hook.remove()
+    (emb0, tok0, seen0, grads0), (emb1, tok1, seen1, grads1) = results
+    assert seen0 == [tuple(features["input_ids"].shape)]
+    rows, width = seen1[0]
+    assert len(seen1) == 1 and (rows == 1) == (capacity >= real)
+    assert real <= rows * width < features["input_ids"].numel()
+    assert torch.allclose(emb1, emb0, atol=1e-5)
+    mask = features["attention_mask"].unsqueeze(-1).bool()
+    assert tok1.shape == tok0.shape and torch.allclose(tok1 * mask, tok0 * mask, atol=1e-5)
+    assert not (tok1 * ~mask).any()  # the padding's token embeddings are zeros, not another sentence's
+    for a, b in zip(grads0, grads1, strict=True):
+        assert float((a - b).norm()) <= 1e-5 * float(a.norm()) + 1e-7
+
+
+def test_only_a_model_that_keeps_packed_sentences_apart_is_packed(tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
+    """A BERT's padding mask is all that keeps its sentences apart (packed, the second attends to the first):
+    the check finds it and the batch is cut into groups; a Llama is packed, unless packing is turned off."""
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    bert = load_encoder(str(tiny_encoder_dir), "cpu")
+    assert not takes_packed_sequences(transformer_of(bert))
+    with trimmed_padding(bert):
+        assert "forward" in vars(bert) and "forward" not in vars(transformer_of(bert))
+    with using_data_dir(sts_data_dir):
+        llama = load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean", "cpu")
+    llama.train()
+    with trimmed_padding(llama, pack=False):
+        assert "forward" in vars(llama) and "forward" not in vars(transformer_of(llama))
+    assert takes_packed_sequences(transformer_of(llama)) and llama.training  # the check leaves the mode as it was
+    assert transformer_of(object()) is None
+
+
+def test_the_packing_forward_is_gone_after_the_block_even_on_an_error(tiny_lm_dir, sts_data_dir):
+    from dsgen.data.sts import using_data_dir
+    from dsgen.encoders import load_encoder
+
+    with using_data_dir(sts_data_dir):
+        model = load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean", "cpu")
+    inner = transformer_of(model)
+    with pytest.raises(RuntimeError, match="inside"), trimmed_padding(model):
+        assert "forward" in vars(inner)
+        copied = copy.deepcopy(model)  # an evaluator's copy computes with its own weights
+        assert transformer_of(copied).forward.__self__ is transformer_of(copied)
+        raise RuntimeError("inside")
+    assert "forward" not in vars(inner)
