@@ -51,16 +51,27 @@ def _stats(results: list[list[Any]], seconds: float) -> dict[str, float]:
             "useful_tokens_per_s": round(sum(o.n_tokens for o in kept) / seconds, 1)}
 
 
-def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of this machine's best float32 square GEMM (n x n @ n x n), measured now."""
+def synchronize(device: Any) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously: a timer stops after this)."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def matmul_peak(n: int = 2048, repeats: int = 10, device: Any = "cpu") -> float:
+    """GFLOP/s of the best float32 square GEMM (n x n @ n x n) on ``device`` (the one the model decodes on),
+    measured now."""
+    import torch
+
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a @ b  # warm-up
     best = float("inf")
     for _ in range(repeats):
+        synchronize(device)
         start = time.perf_counter()
         a @ b
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e9
 
@@ -90,10 +101,12 @@ def bare_forward(model: Any, tokenizer: Any, batch: int, context: int, steps: in
     with torch.inference_mode():
         model(input_ids=ids, **cache_arg(model, cache), cache_position=torch.tensor([0], device=model.device),
               use_cache=True, logits_to_keep=1)
+        synchronize(model.device)
         start = time.perf_counter()
         for i in range(steps):
             position = torch.tensor([context + i], device=model.device)
             model(input_ids=ids, **cache_arg(model, cache), cache_position=position, use_cache=True, logits_to_keep=1)
+        synchronize(model.device)  # on a GPU the steps are only queued until here
         return batch * steps / (time.perf_counter() - start)
 
 
@@ -206,7 +219,7 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     inputs = load_inputs("stsb-train-distinct", n_inputs, data_dir)  # the inputs of every earlier measurement
     reqs = _requests(spec, inputs, 5)
     sampling = SamplingConfig()
-    peak = matmul_peak()
+    peak = matmul_peak(device=lm.model.device)
     fpt = flops_per_token(lm.model)
     # the machine's numerics probe (read from its store, or run here) before any core is timed, so that the first
     # batch size does not pay it (a second process never does: the answer is stored)
@@ -215,7 +228,7 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     probe_seconds = round(time.perf_counter() - start, 2)
 
     cores = {b: core_run(lm.model, lm.tokenizer, reqs, sampling, b, seed) for b in batch_sizes}
-    peak = max(peak, matmul_peak())  # the VM's speed drifts: the best of a measurement before and after
+    peak = max(peak, matmul_peak(device=lm.model.device))  # the VM's speed drifts: the best of a measurement before and after
     for s in cores.values():
         s["row_tokens_share_of_peak"] = round(s["row_tokens_per_s"] * fpt / (peak * 1e9), 3)
         s["useful_tokens_share_of_peak"] = round(s["useful_tokens_per_s"] * fpt / (peak * 1e9), 4)

@@ -22,15 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .generation import _requests, _stats, bare_forward, core_run, flops_per_token, greedy_agreement
-
-
-def synchronize(device: str) -> None:
-    """Wait for the device's queued work (CUDA runs asynchronously: a timer stops after this)."""
-    import torch
-
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+from .generation import _requests, _stats, bare_forward, core_run, flops_per_token, greedy_agreement, synchronize
 
 
 def timed(fn: Callable[[], Any], device: str) -> tuple[Any, float]:

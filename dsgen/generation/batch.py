@@ -232,8 +232,11 @@ class ActiveBatch:
 
     def check(self) -> None:
         """The invariant: live rows attend to their last written column, free rows and rows beyond
-        the used ones to nothing, and every layer's buffers have the mask's shape."""
-        if self.mask is None:
+        the used ones to nothing, and every layer's buffers have the mask's shape. Checked on a CPU, after
+        every change of the batch; not on a GPU, where each check would stop the host until the device caught
+        up (two or three reads back per call, several calls per step): the bookkeeping is the same code on
+        every device, and the CPU runs check it."""
+        if self.mask is None or self.mask.device.type != "cpu":
             return
         bad = [i for i, (k, v) in enumerate(zip(self.keys, self.values))
                if k.shape[0] != self.mask.shape[0] or k.shape[2] != self.mask.shape[1] or v.shape[:3] != k.shape[:3]]

@@ -58,8 +58,9 @@ def numerics(model: Any) -> Numerics:
     """The numerics to use for ``model`` on this machine (probed on first use, then remembered for
     the model's lifetime: :mod:`dsgen.generation.probed`, and stored on disk under :func:`probe_key`, so
     another process on the same kind of machine reads it instead of probing). A non-CPU model is not
-    probed: it gets the fused softmax and the default row counts (a GPU's kernels are another story; see
-    the README's *GPU*). Within :func:`~dsgen.generation.probed.assume`, the assumed numerics, unprobed."""
+    probed: it gets the fused softmax and no row counts, every step one block of its rows, unpadded (a GPU's
+    kernels are another story; see the README's *GPU*). Within :func:`~dsgen.generation.probed.assume`, the
+    assumed numerics, unprobed."""
     found = known(model)
     if found is None:
         found = remember(model, stored_probe(model))
@@ -205,7 +206,9 @@ def probe(model: Any) -> Numerics:
 
     device = next(model.parameters()).device
     if device.type != "cpu":
-        return Numerics(counts=invariant_counts(), cpu=device.type)
+        # nothing probed: this CPU's row counts say nothing of the device's kernels (and depend on the host's thread
+        # count, which a GPU actor and a local run need not share), so every step is one block of its own rows
+        return Numerics(counts=(), cpu=device.type)
     cpu = torch.backends.cpu.get_cpu_capability()
     counts = _model_counts(model)
     failed: list[str] = []

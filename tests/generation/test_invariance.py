@@ -75,6 +75,15 @@ def test_the_probe_runs_without_the_models_hooks():
     assert found.shared and script.calls > 0  # the hooks were back for the decoder
 
 
+def test_a_model_off_the_cpu_is_not_probed_and_gets_no_cpu_row_counts():
+    """A GPU's kernels are not this CPU's: a model on another device (here PyTorch's "meta" device, which holds
+    shapes only) gets no row counts, so each step is one block of its own rows, whatever the host's thread count."""
+    model, _ = build_tiny_lm(seed=9)
+    found = probe(model.to("meta"))
+    assert found.counts == () and found.cpu == "meta" and found.attention == "softmax"
+    assert [found.rows(n) for n in (1, 5, 11, 100)] == [1, 5, 11, 100] and found.blocks(100) == (100,)
+
+
 def test_the_sidecar_records_the_numerics(tiny_lm, tmp_path):
     from dsgen.generation.debiased import DebiasedGenerator, GenerationConfig
 
