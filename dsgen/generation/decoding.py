@@ -169,10 +169,13 @@ class _Schedule:
     that reads as its five steps: :meth:`admit`, :meth:`sample`, :meth:`retire`,
     :meth:`continue_rows`, :meth:`forward`.
 
-    Host-device synchronisation (checked): one device-to-host copy per step, of the sampled tokens
+    Host-device synchronisation: one device-to-host copy per step of the loop's own, the sampled tokens
     with their log-probabilities and stop flags, which decide which groups end, and one host-to-device
-    copy of the small index tensors (rows of each group, token of each row). The model's own forward
-    (transformers' attention-mask preparation) may add its own.
+    copy of the small index tensors (rows of each group, token of each row). The sampler adds a few reads
+    of sizes per block of 16 groups (``torch.unique`` and masked selections, whose sizes depend on the
+    data), the model's own forward (transformers' attention-mask preparation) may add its own, and the
+    batch's invariant is checked on a CPU only (:meth:`~dsgen.generation.batch.ActiveBatch.check`). Not
+    measured on a GPU.
     """
 
     def __init__(self, decoder: DebiasedDecoder, requests: Sequence[DecodeRequest], seed: int,
