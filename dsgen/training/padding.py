@@ -180,7 +180,8 @@ def _packed_call(own: Any, kwargs: dict[str, Any], capacity: int) -> Any:
     mask = kwargs.get("attention_mask")
     unpackable = ("position_ids", "inputs_embeds", "past_key_values", "cache", "output_hidden_states",
                   "output_attentions", "labels")
-    if kwargs.get("input_ids") is None or mask is None or any(kwargs.get(k) for k in unpackable):
+    if (kwargs.get("input_ids") is None or mask is None
+            or any(kwargs.get(k) is not None and kwargs.get(k) is not False for k in unpackable)):
         return None
     tokens = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k != "attention_mask"}
     lengths = right_padded_lengths({"attention_mask": mask, **tokens})

@@ -298,3 +298,26 @@ def test_the_packing_forward_is_gone_after_the_block_even_on_an_error(tiny_lm_di
         assert transformer_of(copied).forward.__self__ is transformer_of(copied)
         raise RuntimeError("inside")
     assert "forward" not in vars(inner)
+
+
+def test_only_a_plain_right_padded_call_is_packed():
+    """Position ids, embeddings, a cache or hidden states asked for (tensors or flags), left padding, or nothing to
+    gain: the model's own call; a flag left False is no reason not to pack."""
+    import torch
+
+    from dsgen.training.padding import _packed_call
+
+    calls = []
+
+    def own(**kwargs):
+        calls.append(kwargs)
+        return {"last_hidden_state": torch.ones(*kwargs["input_ids"].shape, 2)}
+
+    ids, mask = torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    for other in ({"position_ids": torch.zeros(2, 3)}, {"inputs_embeds": torch.zeros(2, 3, 2)},
+                  {"output_hidden_states": True}, {"attention_mask": torch.tensor([[0, 1, 1], [0, 0, 1]])}):
+        assert _packed_call(own, {"input_ids": ids, "attention_mask": mask, **other}, 1024) is None
+    assert _packed_call(own, {"input_ids": ids, "attention_mask": torch.ones(2, 3)}, 1024) is None  # no padding
+    out = _packed_call(own, {"input_ids": ids, "attention_mask": mask, "output_hidden_states": False}, 1024)
+    assert calls[-1]["input_ids"].shape == (1, 3) and calls[-1]["position_ids"].tolist() == [[0, 1, 0]]
+    assert out["last_hidden_state"].tolist() == [[[1, 1], [1, 1], [0, 0]], [[1, 1], [0, 0], [0, 0]]]
