@@ -228,7 +228,8 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
     probe_seconds = round(time.perf_counter() - start, 2)
 
     cores = {b: core_run(lm.model, lm.tokenizer, reqs, sampling, b, seed) for b in batch_sizes}
-    peak = max(peak, matmul_peak(device=lm.model.device))  # the VM's speed drifts: the best of a measurement before and after
+    # the VM's speed drifts: the best of a measurement before and after
+    peak = max(peak, matmul_peak(device=lm.model.device))
     for s in cores.values():
         s["row_tokens_share_of_peak"] = round(s["row_tokens_per_s"] * fpt / (peak * 1e9), 3)
         s["useful_tokens_share_of_peak"] = round(s["useful_tokens_per_s"] * fpt / (peak * 1e9), 4)

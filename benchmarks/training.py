@@ -88,7 +88,7 @@ def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_siz
     from dsgen.reweighting.sdi import SdiClassifier, SdiConfig, SdiData
     from dsgen.training.fit import TrainingConfig, fit, load_trainable_encoder
     from dsgen.training.losses import WeightedCosineSimilarityLoss
-    from dsgen.training.padding import GROUP_OVERHEAD_TOKENS, takes_packed_sequences, transformer_of, trimmed_padding
+    from dsgen.training.padding import GROUP_OVERHEAD_TOKENS, packable_transformer, trimmed_padding
 
     console = make_console()
     root = resolve_data_dir(data_dir)
@@ -149,9 +149,8 @@ def run(encoder: str | None = None, pairs: int = 320, rounds: int = 2, batch_siz
         with using_data_dir(root):
             probe = load_trainable_encoder(cfg, seed)
         tokens = batch_tokens(probe.preprocess, texts, batch_size, seed)
-        inner = transformer_of(probe)
-        packs = inner is not None and takes_packed_sequences(inner)
-        del probe, inner
+        packs = packable_transformer(probe) is not None
+        del probe
         console.print(f"{n} STSb train pairs, batch {batch_size} ({steps} steps), encoder {encoder}; token positions of "
                       f"random batches (both sides): {describe_tokens(tokens)}")
 

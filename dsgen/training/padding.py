@@ -214,16 +214,12 @@ def _packed_call(own: Any, kwargs: dict[str, Any], capacity: int) -> Any:
     return type(out)(last_hidden_state=full) if isinstance(out, dict) else (full,)
 
 
-def packed_forward(own: Any, capacity: int | None = None) -> Any:
-    """A forward for a Hugging Face model whose ``own`` forward takes packed sequences: a right-padded batch
-    computed packed in rows of about ``capacity`` tokens (default :data:`PACK_TOKENS`; :func:`_packed_call`),
-    anything else by ``own`` as it is."""
-
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        out = None if args else _packed_call(own, kwargs, capacity or PACK_TOKENS)
-        return own(*args, **kwargs) if out is None else out
-
-    return forward
+def packed_forward(own: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``own(*args, **kwargs)`` for a Hugging Face model whose forward ``own`` takes packed sequences: a right-padded
+    batch computed packed in rows of about :data:`PACK_TOKENS` tokens (:func:`_packed_call`), anything else by
+    ``own`` as it is."""
+    out = None if args else _packed_call(own, kwargs, PACK_TOKENS)
+    return own(*args, **kwargs) if out is None else out
 
 
 def transformer_of(model: Any) -> Any:
@@ -236,6 +232,13 @@ def transformer_of(model: Any) -> Any:
         return None
     inner = getattr(first, "model", None)
     return inner if isinstance(inner, torch.nn.Module) and hasattr(inner, "config") else None
+
+
+def packable_transformer(model: Any) -> Any:
+    """The Hugging Face model inside a sentence-transformers ``model`` (:func:`transformer_of`) where it takes packed
+    sequences (:func:`takes_packed_sequences`), else None: where :func:`trimmed_padding` packs."""
+    inner = transformer_of(model)
+    return inner if inner is not None and takes_packed_sequences(inner) else None
 
 
 def takes_packed_sequences(hf_model: Any) -> bool:
@@ -308,9 +311,9 @@ def trimmed_padding(model: Any, enabled: bool = True, overhead: int = GROUP_OVER
     if not enabled:
         yield
         return
-    inner = transformer_of(model) if pack else None
-    if inner is not None and takes_packed_sequences(inner):
-        with _forward_replaced(inner, lambda own, args, kwargs: packed_forward(own)(*args, **kwargs)):
+    inner = packable_transformer(model) if pack else None
+    if inner is not None:
+        with _forward_replaced(inner, packed_forward):
             yield
         return
 
