@@ -92,8 +92,11 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--record"] and len(argv) >= 3 and argv[2] == "--":
         return record(Path(argv[1]), argv[3:])
     if argv[:1] == ["--only"] and len(argv) == 2:
-        compile_files(listed_files(Path(argv[1])))
-        return 0
+        if Path(argv[1]).is_file():
+            compile_files(listed_files(Path(argv[1])))
+            return 0
+        print(f"{argv[1]} not found (`make run-imports` writes it): compiling the whole environment", file=sys.stderr)
+        argv = []
     if not argv:
         for root in site_packages():
             compileall.compile_dir(str(root), quiet=2, workers=0, rx=SKIP)

@@ -21,9 +21,9 @@ def compile_module(monkeypatch, tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     site = tmp_path / "site"
-    for rel in ("top.py", "pkg/__init__.py", "pkg/a.py", "pkg/sub/__init__.py", "pkg/sub/b.py", "other/__init__.py",
-                "pkg/tests/test_x.py", "transformers/models/llama/modeling_llama.py",
-                "transformers/models/llama/configuration_llama.py", "transformers/models/auto/modeling_auto.py"):
+    for rel in ("fake_top.py", "fake_pkg/__init__.py", "fake_pkg/a.py", "fake_pkg/sub/__init__.py",
+                "fake_pkg/sub/b.py", "other/__init__.py", "fake_pkg/tests/test_x.py",
+                "transformers/models/llama/modeling_llama.py", "transformers/models/llama/configuration_llama.py", "transformers/models/auto/modeling_auto.py"):
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(f"NAME = {rel!r}\n")
     monkeypatch.setattr(module, "site_packages", lambda: [site])
@@ -38,33 +38,45 @@ def compiled(site: Path) -> set[str]:
 def test_only_compiles_the_files_directly_in_the_listed_folders(compile_module, tmp_path):
     module, site = compile_module
     listing = tmp_path / "imports.txt"
-    listing.write_text("# a comment\n.\npkg   # trailing comment\n\nmissing/folder\n")
+    listing.write_text("# a comment\n.\nfake_pkg   # trailing comment\n\nmissing/folder\n")
     assert module.main(["--only", str(listing)]) == 0
-    assert compiled(site) == {"top.py", "pkg/__init__.py", "pkg/a.py"}  # not pkg/sub/, other/, a missing folder
+    # not fake_pkg/sub/, other/, a missing folder
+    assert compiled(site) == {"fake_top.py", "fake_pkg/__init__.py", "fake_pkg/a.py"}
+
+
+FULL = {"fake_top.py", "fake_pkg/__init__.py", "fake_pkg/a.py", "fake_pkg/sub/__init__.py", "fake_pkg/sub/b.py",
+        "other/__init__.py", "transformers/models/llama/configuration_llama.py",
+        "transformers/models/auto/modeling_auto.py"}
 
 
 def test_the_full_compile_skips_test_suites_and_transformers_architectures(compile_module):
     module, site = compile_module
     assert module.main([]) == 0
-    assert compiled(site) == {"top.py", "pkg/__init__.py", "pkg/a.py", "pkg/sub/__init__.py", "pkg/sub/b.py",
-                              "other/__init__.py", "transformers/models/llama/configuration_llama.py",
-                              "transformers/models/auto/modeling_auto.py"}
+    assert compiled(site) == FULL
+
+
+def test_a_missing_list_compiles_the_whole_environment(compile_module, tmp_path, capsys):
+    module, site = compile_module
+    assert module.main(["--only", str(tmp_path / "gone.txt")]) == 0
+    assert compiled(site) == FULL
+    assert "make run-imports" in capsys.readouterr().err
 
 
 def test_record_lists_the_site_packages_folders_a_command_imported(compile_module, tmp_path, monkeypatch):
     module, site = compile_module
     monkeypatch.syspath_prepend(str(site))
-    for name in ("top", "pkg", "pkg.a", "pkg.sub", "pkg.sub.b"):
+    for name in ("fake_top", "fake_pkg", "fake_pkg.a", "fake_pkg.sub", "fake_pkg.sub.b"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    import pkg.sub.b  # noqa: F401  (imported "by the command": already in sys.modules when it ends)
-    import top  # noqa: F401
+    import fake_pkg.sub.b  # noqa: F401  (imported "by the command": already in sys.modules when it ends)
+    import fake_top  # noqa: F401
 
     listing = tmp_path / "imports.txt"
     assert module.main(["--record", str(listing), "--", "methods"]) == 0
     lines = listing.read_text().splitlines()
     assert lines[0].startswith("# site-packages folders `dsgen methods` imports from")
-    assert [line for line in lines if not line.startswith("#")] == [".", "pkg", "pkg/sub"]  # not other/: not imported
-    for name in ("top", "pkg", "pkg.a", "pkg.sub", "pkg.sub.b"):
+    # not other/: nothing of it was imported
+    assert [line for line in lines if not line.startswith("#")] == [".", "fake_pkg", "fake_pkg/sub"]
+    for name in ("fake_top", "fake_pkg", "fake_pkg.a", "fake_pkg.sub", "fake_pkg.sub.b"):
         sys.modules.pop(name, None)
 
 
