@@ -23,7 +23,8 @@ def compile_module(monkeypatch, tmp_path):
     site = tmp_path / "site"
     for rel in ("fake_top.py", "fake_pkg/__init__.py", "fake_pkg/a.py", "fake_pkg/sub/__init__.py",
                 "fake_pkg/sub/b.py", "other/__init__.py", "fake_pkg/tests/test_x.py",
-                "transformers/models/llama/modeling_llama.py", "transformers/models/llama/configuration_llama.py", "transformers/models/auto/modeling_auto.py"):
+                "transformers/models/llama/modeling_llama.py", "transformers/models/llama/configuration_llama.py",
+                "transformers/models/auto/modeling_auto.py"):
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(f"NAME = {rel!r}\n")
     monkeypatch.setattr(module, "site_packages", lambda: [site])
