@@ -67,10 +67,43 @@ def numerics(model: Any) -> Numerics:
     return found
 
 
+def mkl_code_path() -> str:
+    """The code path MKL dispatches its kernels to, as MKL reports it (``mkl_get_version``'s processor field: on an
+    Intel Xeon without bfloat16 "Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R)
+    Deep Learning Boost (Intel(R) DL Boost)", on an AMD EPYC "Intel(R) Architecture processors"); "" where PyTorch
+    was built without MKL or MKL cannot be asked. Which path runs decides which row counts give a row the same bits,
+    whatever the CPU's flags say (``MKL_ENABLE_INSTRUCTIONS`` caps it; MKL takes its Intel paths on Intel CPUs only)."""
+    import ctypes
+    import glob
+    import os
+
+    import torch
+
+    class Version(ctypes.Structure):  # MKLVersion (mkl_types.h)
+        _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("update", ctypes.c_int),
+                    ("status", ctypes.c_char_p), ("build", ctypes.c_char_p), ("processor", ctypes.c_char_p),
+                    ("platform", ctypes.c_char_p)]
+
+    if not torch.backends.mkl.is_available():
+        return ""
+    # PyTorch links MKL into libtorch_cpu (its symbols exported); a build against a shared MKL finds it globally
+    libraries = [None, *sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.*")))]
+    for library in libraries:
+        try:
+            get_version = ctypes.CDLL(library).mkl_serv_get_version
+        except (OSError, AttributeError):
+            continue
+        version = Version()
+        get_version(ctypes.byref(version))
+        return (version.processor or b"").decode(errors="replace")
+    return ""
+
+
 def cpu_identity() -> dict[str, Any]:
     """What tells two CPUs' kernels apart: PyTorch's capability (which ``ATEN_CPU_CAPABILITY`` caps), the
-    vendor, model name and vector flags (an Intel and an AMD AVX-512 CPU run different MKL kernels), and
-    the instruction cap MKL was given (``MKL_ENABLE_INSTRUCTIONS``)."""
+    vendor, model name and vector flags (an Intel and an AMD AVX-512 CPU run different MKL kernels), the
+    instruction cap MKL was given (``MKL_ENABLE_INSTRUCTIONS``) and the code path MKL reports it runs
+    (:func:`mkl_code_path`)."""
     import os
     import platform
 
@@ -93,7 +126,8 @@ def cpu_identity() -> dict[str, Any]:
         model = platform.processor()
     vector = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
     return {"capability": torch.backends.cpu.get_cpu_capability(), "vendor": vendor, "model": model, "flags": vector,
-            "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS", ""), "machine": platform.machine()}
+            "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS", ""), "mkl": mkl_code_path(),
+            "machine": platform.machine()}
 
 
 def probed_model_key(model: Any) -> str:
@@ -362,5 +396,5 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     return True
 
 
-__all__ = ["numerics", "probe", "stored_probe", "probe_key", "probed_model_key", "cpu_identity", "layer_shapes",
-           "PROBE_VERSION"]
+__all__ = ["numerics", "probe", "stored_probe", "probe_key", "probed_model_key", "cpu_identity", "mkl_code_path",
+           "layer_shapes", "PROBE_VERSION"]

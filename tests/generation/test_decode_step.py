@@ -23,7 +23,7 @@ PROMPTS = ['Say "', 'Tell me "', 'A longer prompt here "', 'Task: "x" then "', '
 
 def test_invariant_row_counts():
     from dsgen.generation.decode_step import LARGE_ROWS, PROBED_ROWS, invariant_counts, row_blocks
-    from dsgen.generation.invariance import cpu_identity
+    from dsgen.generation.invariance import mkl_code_path
 
     counts = invariant_counts()
     assert counts and counts[-1] == LARGE_ROWS[-1]  # the probe's full batch is invariant by definition
@@ -32,7 +32,8 @@ def test_invariant_row_counts():
     for n in range(1, 2 * LARGE_ROWS[-1]):  # every block a probed count (or, in a one-regime large batch, n itself)
         blocks = row_blocks(n, counts)
         assert sum(blocks) == invariant_rows(n) and all(b in counts or (blocks == (n,) and n > PROBED_ROWS) for b in blocks)
-    if cpu_identity()["vendor"] == "AuthenticAMD" and torch.backends.mkl.is_available():  # MKL on AMD EPYC, as measured
+    # MKL's path on an AMD EPYC (AVX2 or AVX-512 alike), as measured; its Intel paths (an Intel CPU) have other counts
+    if mkl_code_path() == "Intel(R) Architecture processors":
         assert padded[:14] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14] and invariant_rows(5000) == 5000
 
 

@@ -120,6 +120,19 @@ def test_the_real_generator_is_probed_at_its_own_sizes_and_its_prefill_is_exact(
     assert all(torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))
 
 
+def test_mkl_reports_the_code_path_it_runs():
+    """The probe's key and record name MKL's code path as MKL reports it (on an AMD EPYC its generic path, on an
+    Intel CPU the AVX-512 or AVX2 one), so a probe stored where MKL ran one path is not read where it runs another."""
+    from dsgen.generation.invariance import cpu_identity, mkl_code_path
+
+    path = mkl_code_path()
+    if not torch.backends.mkl.is_available():
+        assert path == ""
+        return
+    assert path.startswith("Intel(R) "), path  # MKL names every path so ("Intel(R) Architecture processors", ...)
+    assert cpu_identity()["mkl"] == path
+
+
 def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, tmp_path):
     """A probe runs once per kind of machine and model: the answer is stored under its key, and a fresh copy of
     the same model (what the next process loads) reads it instead of probing; another model, thread count or
@@ -150,6 +163,9 @@ def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, t
     loaded = [type(model).from_pretrained(folder) for folder in copies]
     assert probe_key(loaded[0]) == probe_key(loaded[1]) == probe_key(model) == files[0].stem  # saving changed nothing
     assert stored_probe(loaded[0]) == stored_probe(loaded[1]) == first and len(calls) == 1
+    # MKL on another code path (an Intel CPU's, or another MKL_ENABLE_INSTRUCTIONS cap) is another key
+    monkeypatch.setattr(invariance, "mkl_code_path", lambda: "Intel(R) Advanced Vector Extensions 512 (AVX-512)")
+    assert probe_key(model) != files[0].stem
     monkeypatch.setattr(invariance, "cpu_identity", lambda: {**cpu_identity(), "vendor": "GenuineIntel"})
     assert probe_key(model) != files[0].stem
     files[0].write_text("not json")  # a damaged file costs a probe, nothing else
