@@ -8,7 +8,7 @@ SHARED_DATA := $(abspath ../shared/data/sts)
 # Evaluation data: $DSGEN_DATA_DIR if set, else the shared data pack beside the checkout.
 export DSGEN_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
-.PHONY: install install-dev run run-imports test test-fast test-avx2 test-floors regress bench claims claims-large gpu-check gpu-carry clean
+.PHONY: install install-dev run run-imports test test-fast test-kernels test-floors regress bench claims claims-large gpu-check gpu-carry clean
 
 install: $(VENV)/.installed
 
@@ -68,11 +68,12 @@ test: $(VENV)/.installed-dev
 test-fast: $(VENV)/.installed-dev
 	$(PYTEST_WORKERS) -m "not slow"
 
-# The determinism and decode-step tests again on AVX2 kernels alone: an AVX2-only CPU emulated on a larger one
-# (PyTorch's and MKL's dispatch capped at AVX2). `make test` runs them too, as one unit of its pool; on an AVX2-only
-# CPU the suite itself is that run (tests/generation/test_avx2_kernels.py).
-test-avx2: $(VENV)/.installed-dev
-	$(PY) -m pytest -rs tests/generation/test_avx2_kernels.py
+# The determinism and decode-step tests again on other CPUs' kernels alone: AVX2 kernels (an AVX2-only CPU emulated on
+# a larger one: PyTorch's and MKL's dispatch capped at AVX2), and an Intel Xeon's MKL (AVX-512 without bfloat16) on an
+# AMD CPU with AVX-512 (MKL's Intel code paths, README "Generation numerics"). `make test` runs them too, as units of
+# its pool; where the CPU is that kind, the suite itself is that run (tests/generation/test_other_kernels.py).
+test-kernels: $(VENV)/.installed-dev
+	$(PY) -m pytest -rs tests/generation/test_other_kernels.py
 
 # The suite on the lowest versions pyproject.toml allows: a fresh environment in $(FLOORS_VENV) with every `>=` floor of
 # dsgen's dependencies and of its openai and test extras installed exactly, with their markers (tomli: Python 3.10

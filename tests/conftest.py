@@ -31,7 +31,7 @@ atexit.register(lambda: os.getpid() == _MADE_BY and shutil.rmtree(_DATASETS_CACH
 SHARED_UNITS = {"tests/scheduling/test_ray_scheduler.py": "ray", "tests/generation/test_ray_backend.py": "ray",
                 "tests/evaluation/test_sts_eval.py": "minilm-mteb", "tests/test_exports.py": "minilm-mteb"}
 LONGEST_FIRST = ("ray", "minilm-mteb", "tests/generation/test_openai_api.py", "tests/test_paper_preset.py",
-                 "tests/generation/test_avx2_kernels.py", "tests/test_cli.py", "tests/generation/test_debiased.py",
+                 "tests/generation/test_other_kernels.py", "tests/test_cli.py", "tests/generation/test_debiased.py",
                  "tests/test_runner.py", "tests/test_install.py")
 
 

@@ -1,8 +1,8 @@
 """The machine's probe: which numerics make shared rows and prefixes exact, and the fallbacks.
 
-These run on whatever CPU the tests run on (``make test`` runs them a second time on AVX2 kernels where the CPU has
-larger ones, tests/generation/test_avx2_kernels.py): the probe must find a batch-invariant path on each, and the
-decoder must stop sharing where it finds none.
+These run on whatever CPU the tests run on (``make test`` runs them again on AVX2 kernels where the CPU has larger
+ones, and on an Intel Xeon's MKL where an AMD CPU has AVX-512: tests/generation/test_other_kernels.py): the probe must
+find a batch-invariant path on each, and the decoder must stop sharing where it finds none.
 """
 
 import pytest

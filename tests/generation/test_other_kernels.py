@@ -1,0 +1,80 @@
+"""The determinism and decode-step tests again on other CPUs' kernels, emulated on this one.
+
+The batch invariance that makes shared rows and prefixes exact rests on the CPU's kernels (AVX2 and AVX-512 sum a
+softmax in different lanes, MKL blocks a matrix product by row count; dsgen probes them,
+``dsgen/generation/invariance.py``), and dsgen lands on AVX2, AVX-512 and AMX machines, AMD and Intel alike. Each test
+here runs those tests once more in a process of its own (not one of xdist's workers, so that pytest's own variables
+stay out of it), as one unit of ``make test``'s pool; ``make test-kernels`` runs this module alone:
+
+- **AVX2 kernels** on a CPU with AVX-512: PyTorch's and MKL's dispatch capped at AVX2 (an AVX2-only CPU). On an
+  AVX2-only CPU the suite itself is that run.
+- **An Intel Xeon's MKL** (AVX-512 without bfloat16 or AMX) on an AMD CPU with AVX-512: MKL runs its Intel code
+  paths on Intel CPUs only, asking ``mkl_serv_intel_cpu_true()``; a two-line library preloaded in its place answers
+  yes, ``MKL_ENABLE_INSTRUCTIONS=AVX512_E1`` picks the path of an AVX-512 CPU with VNNI and no bfloat16, and oneDNN is
+  capped at the same instructions (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI``). The probe then finds the row counts an
+  Intel Xeon reported (16-56, 256, 257, 384, 512). On an Intel CPU the suite itself is that run; without a C compiler
+  the test says so and skips.
+
+The inner run checks, before it collects anything, that the kernels it was given are the ones it runs.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dsgen.generation.invariance import mkl_code_path
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+DETERMINISM_TESTS = ("tests/generation/test_invariance.py", "tests/generation/test_decode_step.py",
+                     "tests/generation/test_decoding.py", "tests/generation/test_debiased.py")
+AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+AMD_MKL = "Intel(R) Architecture processors"  # MKL's path on an AMD CPU (mkl_code_path)
+XEON_MKL = ("Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R) Deep Learning Boost "
+            "(Intel(R) DL Boost)")  # AVX-512 with VNNI, no bfloat16 (that path adds "and bfloat16")
+INTEL_AVX2_MKL = "Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2) enabled processors"
+XEON_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
+INTEL_CPU = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
+# argv[1]: the kernels the run must see ("<PyTorch capability> | <MKL code path>"), then pytest's arguments
+RUN = ("import sys, torch, pytest; from dsgen.generation.invariance import mkl_code_path; "
+       "seen = f'{torch.backends.cpu.get_cpu_capability()} | {mkl_code_path()}'; "
+       "sys.exit(f'the run sees {seen!r}, not {sys.argv[1]!r}') if seen != sys.argv[1] else None; "
+       "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[2:]]))")
+
+
+def run_determinism_tests(kernels: dict[str, str], seen: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | kernels
+    out = subprocess.run([sys.executable, "-c", RUN, seen, *DETERMINISM_TESTS], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-6000:]
+    last = out.stdout.splitlines()[-1]
+    assert " passed" in last and " skipped" not in last, out.stdout[-2000:]
+
+
+def test_the_determinism_tests_pass_on_avx2_kernels():
+    capability = torch.backends.cpu.get_cpu_capability()
+    if not capability.startswith("AVX512"):
+        pytest.skip(f"this CPU runs {capability} kernels: the suite itself is the run on them (no larger ones to cap)")
+    here = mkl_code_path()
+    # MKL capped at AVX2: on an AMD CPU the path it runs on every AMD CPU, on an Intel CPU its Intel AVX2 path
+    run_determinism_tests(AVX2_KERNELS, f"AVX2 | {here if here in ('', AMD_MKL) else INTEL_AVX2_MKL}")
+
+
+def test_the_determinism_tests_pass_on_an_intel_xeons_mkl(tmp_path):
+    capability, path = torch.backends.cpu.get_cpu_capability(), mkl_code_path()
+    if not capability.startswith("AVX512") or path != AMD_MKL:
+        pytest.skip(f"this CPU runs {capability} kernels and MKL's {path or 'no'} code path: an Intel Xeon's MKL is "
+                    "emulated on an AMD CPU with AVX-512 only (on an Intel CPU the suite itself is the run)")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler (cc) to build the library that makes MKL take its Intel code paths")
+    (tmp_path / "intel_cpu.c").write_text(INTEL_CPU)
+    library = tmp_path / "libintelcpu.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(tmp_path / "intel_cpu.c")], check=True)
+    # a probe stored under this CPU's key must not be read: MKL's path is part of the key, so it is not
+    run_determinism_tests({**XEON_KERNELS, "LD_PRELOAD": str(library)}, f"AVX512 | {XEON_MKL}")
