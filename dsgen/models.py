@@ -108,16 +108,32 @@ def resolve_device(device: str = "auto") -> str:
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+# oneDNN instruction caps (ONEDNN_MAX_CPU_ISA) that keep its bfloat16 instructions: the rest (AVX512_CORE,
+# AVX512_CORE_VNNI, AVX2...) leave it to convert bfloat16 to float32 and back around float32 arithmetic
+_BF16_ISA_CAPS = ("", "ALL", "DEFAULT")
+_BF16_ISA_WORDS = ("BF16", "FP16", "AMX", "AVX10")
+
+
 def native_bfloat16(device: str = "auto") -> bool:
     """Whether ``device`` multiplies bfloat16 matrices natively: a CUDA GPU that supports it, or an
-    x86 CPU with AVX-512 (oneDNN's bfloat16 kernels; AMX on recent Xeons). On a CPU with AVX2 only,
-    PyTorch emulates them: 0.6 GFLOP/s against 71 in float32, measured on a 2-core AMD EPYC."""
+    x86 CPU with bfloat16 instructions (AVX-512 BF16, or AMX on recent Xeons) for oneDNN's kernels. On a CPU with
+    AVX2 only, PyTorch emulates them: 0.6 GFLOP/s against 71 in float32, measured on a 2-core AMD EPYC; on an
+    AVX-512 CPU without them (an Intel Xeon before Cooper Lake) oneDNN converts around float32 arithmetic, and the
+    `intro` preset's evaluations took 34.5-36.7 s against 15 s in float32 (the AMD EPYC with oneDNN capped at
+    ``AVX512_CORE_VNNI`` and MKL on its Intel path, README "Generation numerics")."""
+    import os
+
     import torch
 
     resolved = resolve_device(device)
     if resolved.startswith("cuda"):
         return bool(torch.cuda.is_bf16_supported())
-    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        return False
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+    if cap not in _BF16_ISA_CAPS and not any(word in cap for word in _BF16_ISA_WORDS):
+        return False
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def check_dtype(dtype: str) -> str:

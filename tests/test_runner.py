@@ -188,6 +188,30 @@ def test_a_bfloat16_evaluation_falls_back_to_float32_where_bfloat16_is_emulated(
     assert ("no native bfloat16" in plan.origins["evaluation"]["dtype"]) != native
 
 
+@pytest.mark.parametrize("capability,bf16,amx,cap,native", [
+    ("AVX512", True, False, "", True),  # AMD EPYC (Zen 4), Intel Cooper Lake: AVX-512 BF16
+    ("AVX512", False, True, None, True),  # a Xeon with AMX
+    ("AVX512", False, False, "", False),  # an Intel Xeon without bfloat16 (Skylake, Cascade Lake, Ice Lake)
+    ("AVX512", True, False, "AVX512_CORE_VNNI", False),  # oneDNN capped below its bfloat16 instructions
+    ("AVX512", True, False, "avx512_core_bf16", True),
+    ("AVX2", True, False, "", False),  # PyTorch capped at AVX2
+])
+def test_native_bfloat16_needs_the_instructions_not_only_avx512(monkeypatch, capability, bf16, amx, cap, native):
+    import torch
+
+    from dsgen.models import native_bfloat16
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    if cap is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert native_bfloat16("cpu") is native
+
+
 def test_human_pairs_beyond_the_source_are_capped_and_say_so(setup, tmp_path):
     """A learning curve's human point at 1,000 inputs asks for ~7,400 pairs; STSb train has 5,749: the
     whole set, labelled as capped (this used to stop a comparison after its generation and training)."""
