@@ -43,6 +43,7 @@ once per kind of machine, thread count and model, not once per process.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -67,6 +68,7 @@ def numerics(model: Any) -> Numerics:
     return found
 
 
+@functools.lru_cache(maxsize=1)  # MKL picks its path once, when the process starts
 def mkl_code_path() -> str:
     """The code path MKL dispatches its kernels to, as MKL reports it (``mkl_get_version``'s processor field: on an
     Intel Xeon without bfloat16 "Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R)

@@ -30,6 +30,7 @@ the model once per column of a pair, never goes through.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -169,12 +170,18 @@ def pack_rows(lengths: list[int], capacity: int = PACK_TOKENS) -> list[list[int]
     return runs
 
 
+@functools.lru_cache(maxsize=64)
+def _takes_use_cache(function: Any) -> bool:
+    """Whether a forward function has a ``use_cache`` parameter (asked once per function, not per call)."""
+    import inspect
+
+    return "use_cache" in inspect.signature(function).parameters
+
+
 def _packed_call(own: Any, kwargs: dict[str, Any], capacity: int) -> Any:
     """``own(**kwargs)`` (a Hugging Face model's forward on a right-padded batch) computed on the batch's real tokens
     packed (:func:`pack_rows`); its ``last_hidden_state`` in the batch's padded shape (zeros at the padding), nothing
     else; None where the call is not one it packs (other inputs, left padding, a batch no smaller packed)."""
-    import inspect
-
     import torch
 
     mask = kwargs.get("attention_mask")
@@ -205,7 +212,7 @@ def _packed_call(own: Any, kwargs: dict[str, Any], capacity: int) -> Any:
         packed[k] = v.new_zeros((len(runs), width))
         packed[k][packed_real] = v[real]
     rest = {k: v for k, v in kwargs.items() if k not in tokens and k != "attention_mask"}
-    if "use_cache" in inspect.signature(own).parameters:
+    if _takes_use_cache(getattr(own, "__func__", own)):  # a bound method's function: the same for every call
         rest["use_cache"] = False  # transformers looks for packed sequences only without a cache (nor a padding mask)
     out = own(**packed, position_ids=positions, **rest)
     hidden = out["last_hidden_state"] if isinstance(out, dict) else out[0]
