@@ -77,8 +77,8 @@ class PromptBank:
     The instruction head that many prompts begin with is computed once (:func:`shared_prefixes`)
     and each prompt's remaining tokens are fed after it (:func:`~dsgen.generation.forward.extend_rows`);
     because that forward pass is exact by construction (:mod:`~dsgen.generation.prefill_step`: packed
-    prompts, attention prompt by prompt, linear layers in fixed row blocks, the last one cut to the
-    probed counts), a prompt gets the same bits as if it were run whole and alone, on any CPU. Prompts
+    prompts, attention prompt by prompt, linear layers in row blocks of one probed size, the last one cut to
+    the probed counts), a prompt gets the same bits as if it were run whole and alone, on any CPU. Prompts
     are run in batches of similar length (sorted by length, then by first appearance), an order that
     depends on nothing but the prompts. The bank keeps, per layer, one
     ``[P, H, width, D]`` key and value tensor with each prompt right-aligned (zeros before it;

@@ -24,14 +24,17 @@ threads. Four things make a forward pass *batch-invariant* on the CPU:
   lane layout (invariant by construction, at a relative cost of a few percent of a step).
 - **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
   at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11; on an
-  Intel Xeon (AVX-512, no bf16) only at 16-56 and at 256, 257, 384 and 512 of the counts probed. A
+  Intel Xeon (AVX-512, no bf16) only at 16-56 and at 256, 257, 384 and 512 of the counts probed; on an Intel
+  CPU's AVX2 path at 48 on (two threads; 56 on at one) for SmolLM2, and for a tiny model's narrow layers, whose
+  512-row batch gives some rows bits of their own, only at 4-6, 10-12, ... 28-30 (the bits of 4-row blocks). A
   step's rows are cut into blocks whose counts are batch-invariant (:func:`row_blocks`, as few and as
   little padding as the counts allow: one block on the AMD EPYC, 56 + 44 for 100 rows on the Xeon),
   probed on the CPU it runs on, at the model's own layer shapes (:func:`invariant_counts`), and
   every linear layer runs block by block (:func:`blocked_linears`).
-- **The output head** is computed in blocks of vocabulary columns (:func:`blocked_head`): the
-  same bits as one matrix multiply (each logit is the same dot product), 1.3-1.5x faster on this
-  CPU because a block of the weight matrix stays in cache.
+- **The output head** is computed in blocks of ``HEAD_BLOCK`` vocabulary columns (:func:`blocked_head`): the
+  same bits as one matrix multiply on the CPUs met but an Intel CPU's AVX2 path (each logit is the same dot
+  product), 1.3-1.5x faster on this CPU because a block of the weight matrix stays in cache; there, the same bits
+  on one thread as on two.
 
 A prompt's prefill is made exact differently, by fixed shapes rather than probed ones
 (:mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears` and :func:`exact_softmax` from here.
@@ -52,7 +55,11 @@ ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is re
 ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
 ATTENTION_NAMES = {"softmax": ROW_ATTENTION, "exact-sum": ROW_ATTENTION_EXACT}  # a probe's choice -> name
 EXACT_QUANTUM = 2.0 ** -40  # exact_softmax rounds each term to a multiple of this before its exact sum
-HEAD_BLOCK = 2048  # vocabulary columns per block of the output head (a 4.7 MB block for SmolLM2)
+# vocabulary columns per block of the output head (a 3.5 MB block for SmolLM2). 1536, not 2048: on an Intel CPU's AVX2
+# path MKL gives the last 8 columns of a 1024- or 2048-column product other bits on one thread than on two (MKL splits
+# the columns between its threads); at 1536 every CPU kind met gives one and two threads the same bits, and on AMD
+# paths and an AVX-512 Xeon's the bits of 2048-column blocks (each logit is the same dot product)
+HEAD_BLOCK = 1536
 BLOCK_COST = 16  # row_blocks: a block costs as much as this many more rows (small GEMMs are slower per row)
 ROW_BLOCK_LIMIT = 4096  # row_blocks: steps beyond this many rows are cut into blocks of at most LARGE_ROWS[-1]
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
@@ -91,19 +98,70 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
     MKL on a 2-core AMD EPYC (AVX2 or AVX-512) at two threads: 4, 8 and every count from 12 on; at one thread
     every count from 4 on. The thread count is part of the answer (MKL splits a multiply's rows between its
     threads), so a count found at one thread count is never used at another; another BLAS or CPU may choose
-    its small-batch kernels elsewhere, which is why this is probed rather than written down."""
+    its small-batch kernels elsewhere, which is why this is probed rather than written down.
+
+    A count passes only if its rows get the reference's bits at both ends of the batch, so each of its rows gets the
+    bits the reference gives that row, wherever it sits, provided the reference does: its rows are checked for that
+    (the batch again, rolled by one row; a row's bits that depend on its position differ somewhere between two
+    neighbours). MKL's small-matrix path on an Intel CPU with AVX2 multiplies rows six at a time and gives the rows of
+    a tail of one to three other bits, so a 512-row batch of a narrow layer (32 inputs) on one thread (512 = 85 x 6
+    + 2) gives its last two rows bits of their own: there the reference of every shape is its rows in blocks of
+    ``SMALL_BLOCK`` (the counts 4-6, 10-12, 16-18... give those bits), and where that fails too, no count is invariant
+    and the answer is empty."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     reference = LARGE_ROWS[-1]
+    layers = [(torch.randn(n, k, generator=gen), torch.randn(reference, k, generator=gen)) for k, n in shapes]
+    for block in (reference, SMALL_BLOCK):  # the reference: one block, else blocks of SMALL_BLOCK rows
+        fulls = [_in_blocks(x, w, block) for w, x in layers]
+        # a row whose bits depend on where it sits gets other bits than a neighbour somewhere: the rows rolled by one
+        if all(torch.equal(_in_blocks(torch.roll(x, 1, 0), w, block), torch.roll(full, 1, 0))
+               for (w, x), full in zip(layers, fulls)):
+            break
+    else:
+        return ()
     counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
-    for k, n in shapes:
-        w = torch.randn(n, k, generator=gen)
-        x = torch.randn(reference, k, generator=gen)
-        full = torch.nn.functional.linear(x, w)
+    for (w, x), full in zip(layers, fulls):
         counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
                                            for s in (0, reference - m))}
     return tuple(sorted(counts))
+
+
+SMALL_BLOCK = 4  # the reference's rows in blocks of this many where one block of them is not invariant
+
+
+def _in_blocks(x: Any, w: Any, block: int) -> Any:
+    """``x`` times ``w`` (a linear layer's), its rows multiplied ``block`` at a time."""
+    import torch
+
+    return torch.cat([torch.nn.functional.linear(x[i:i + block], w) for i in range(0, x.shape[0], block)])
+
+
+def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
+    """(in, out) of every distinct linear layer of ``model`` (and of the output head's blocks)."""
+    import torch
+
+    shapes = set()
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, torch.nn.Linear):
+            shapes.add((int(weight.shape[1]), int(weight.shape[0])))
+        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:  # GPT-2's projections
+            shapes.add((int(weight.shape[0]), int(weight.shape[1])))
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "weight", None) is not None:
+        vocab, hidden = (int(x) for x in head.weight.shape)
+        shapes.discard((hidden, vocab))
+        shapes.add((hidden, min(vocab, HEAD_BLOCK)))
+    return tuple(sorted(shapes))
+
+
+def model_counts(model: Any) -> tuple[int, ...]:
+    """The row counts at which every linear layer of ``model`` (and the default shapes, so that a tiny model's steps
+    are cut as a real one's) gives every row the bits of a large batch, at the current thread count
+    (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does)."""
+    return invariant_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
 
 
 def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
@@ -427,6 +485,6 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
-           "forget_probed_kernels", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
+           "forget_probed_kernels", "layer_shapes", "model_counts", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
            "row_blocked", "blocked_linears", "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT",
            "ATTENTION_NAMES", "HEAD_BLOCK"]

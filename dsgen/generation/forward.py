@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
+from dsgen.generation.decode_step import model_counts
 from dsgen.generation.prefill_step import Packing, packed_prefill, prefill_rows
 from dsgen.generation.probed import Numerics
 
@@ -142,8 +143,10 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
         numerics: what this machine's probe chose for ``model``
             (:func:`dsgen.generation.invariance.numerics`): its softmax (``attention`` overrides it;
             without either, PyTorch's) and its batch-invariant row counts, which let the last row block be
-            cut to the tokens' need (:func:`~dsgen.generation.prefill_step.fixed_blocks`; without it, every
-            block is whole, as a judge runs).
+            cut to the tokens' need (:func:`~dsgen.generation.prefill_step.fixed_blocks`). Without it (a
+            judge), a CPU model's counts are measured here (:func:`~dsgen.generation.decode_step.model_counts`,
+            once per process, model shapes and thread count); where none gives a row the same bits wherever it
+            sits in a block, the rows run one per pass.
         keep_cache: return the new tokens' keys and values (False: logits only, as a judge needs).
     Layout: the rows' new tokens are packed into one sequence, each at its own position (its past's
     length on); attention runs prompt by prompt over the prompt's own keys and every linear layer in
@@ -154,6 +157,10 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     device = next(model.parameters()).device
     n = len(new)
     past = [int(p) for p in past_lengths] if past_lengths is not None else [0] * n
+    counts = numerics.counts if numerics is not None else model_counts(model) if device.type == "cpu" else ()
+    if device.type == "cpu" and not counts and n > 1:
+        return _row_by_row(model, new, pad, past_keys, past_values, past, numerics=numerics, attention=attention,
+                           keep_cache=keep_cache)
     lengths = [len(s) for s in new]
     starts = [0]
     for length in lengths[:-1]:
@@ -172,7 +179,6 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     packing = Packing(tuple(starts), tuple(lengths), tuple(past), past_keys if any(past) else None,
                       past_values if any(past) else None)
     attention = attention or (numerics.attention if numerics is not None else "softmax")
-    counts = numerics.counts if numerics is not None else ()
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
         # no graph: the blocked layers write in place
@@ -195,6 +201,28 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
             unpacked[rows, cols] = packed[0].transpose(0, 1)
             into.append(unpacked.transpose(1, 2))
     return Extension(logits, keys, values, lengths, rows_multiplied)
+
+
+def _row_by_row(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: list[Any] | None,
+                past_values: list[Any] | None, past: list[int], **options: Any) -> Extension:
+    """:func:`extend_rows` one row per forward pass, the rows' results put together as one pass returns them:
+    where no row count gives a row the same bits wherever it sits in a block (the probe found none), a row alone
+    has its tokens at positions that depend on the row alone."""
+    import torch
+
+    parts = [extend_rows(model, [tokens], pad, None if past_keys is None else [k[r:r + 1] for k in past_keys],
+                         None if past_values is None else [v[r:r + 1] for v in past_values], [past[r]], **options)
+             for r, tokens in enumerate(new)]
+    width = max(len(tokens) for tokens in new)
+
+    def stacked(tensors: list[Any]) -> Any:  # [1, H, w, D] each -> [B, H, width, D], zeros beyond a row's own
+        return torch.cat([torch.nn.functional.pad(t, (0, 0, 0, width - t.shape[2])) for t in tensors])
+
+    layers = range(len(parts[0].keys))
+    return Extension(torch.cat([p.logits for p in parts]),
+                     [stacked([p.keys[i] for p in parts]) for i in layers],
+                     [stacked([p.values[i] for p in parts]) for i in layers],
+                     [len(tokens) for tokens in new], sum(p.rows for p in parts))
 
 
 @functools.lru_cache(maxsize=None)

@@ -48,11 +48,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.decode_step import HEAD_BLOCK, invariant_counts
+from dsgen.generation.decode_step import layer_shapes, model_counts
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
-PROBE_VERSION = 4  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+PROBE_VERSION = 5  # enters the key of every stored probe: bumped when the probe or the paths it checks change
 
 
 def numerics(model: Any) -> Numerics:
@@ -217,25 +217,6 @@ def stored_probe(model: Any) -> Numerics:
     return found
 
 
-def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
-    """(in, out) of every distinct linear layer of ``model`` (and of the output head's blocks)."""
-    import torch
-
-    shapes = set()
-    for module in model.modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(module, torch.nn.Linear):
-            shapes.add((int(weight.shape[1]), int(weight.shape[0])))
-        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:  # GPT-2's projections
-            shapes.add((int(weight.shape[0]), int(weight.shape[1])))
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "weight", None) is not None:
-        vocab, hidden = (int(x) for x in head.weight.shape)
-        shapes.discard((hidden, vocab))
-        shapes.add((hidden, min(vocab, HEAD_BLOCK)))
-    return tuple(sorted(shapes))
-
-
 def probe(model: Any) -> Numerics:
     """Probe ``model`` on this machine (see the module docstring) and return what to use."""
     import torch
@@ -246,17 +227,18 @@ def probe(model: Any) -> Numerics:
         # count, which a GPU actor and a local run need not share), so every step is one block of its own rows
         return Numerics(counts=(), cpu=device.type)
     cpu = torch.backends.cpu.get_cpu_capability()
-    counts = _model_counts(model)
-    failed: list[str] = []
+    counts = model_counts(model)
+    # no count at all: nothing to share rows in (the prefill runs one prompt per pass); the softmaxes are not tried
+    failed: list[str] = [] if counts else ["row counts: none gives a row the bits of a large batch wherever it sits"]
     threads = True
     texts = [" ".join(map(str, p)) for p in _prompts(model)]
-    for attention in ATTENTIONS:
+    for attention in ATTENTIONS if counts else ATTENTIONS[-1:]:
         candidate = Numerics(attention, counts, True, True, cpu)
         with torch.inference_mode(), _without_hooks(model):
             bank, failures = _prefill_failures(model, texts, candidate)
             failures = failures or _decode_failures(model, bank, candidate)
             threads = _thread_invariant(model, bank, texts, candidate)  # checked either way: the sidecar says it
-        if not failures:
+        if not failures and counts:
             return Numerics(attention, counts, True, threads, cpu,
                             tuple(failed) + (() if threads else (f"{attention}: threads",)))
         failed += [f"{attention}: {f}" for f in failures]
@@ -297,8 +279,9 @@ class _IdTokenizer:
 def _prompts(model: Any, seed: int = 0) -> list[list[int]]:
     """Seeded token ids shaped like a chunk's prompts: instruction heads of 6 and 18 tokens (DINO's
     x1 and x2 instructions) shared by prompts whose own tails are 2 to 40 tokens long (the inputs),
-    and a few prompts that share nothing (widths on both sides of 8 and 16 vector lanes, and up to
-    58 key columns)."""
+    a few prompts that share nothing (widths on both sides of 8 and 16 vector lanes, and up to
+    58 key columns), then ``MORE_PROMPTS`` short ones (so that prompts sit at every row of an output head's
+    block when all are prefilled at once)."""
     import torch
 
     vocab = int(model.get_output_embeddings().weight.shape[0])
@@ -306,7 +289,10 @@ def _prompts(model: Any, seed: int = 0) -> list[list[int]]:
     ids = lambda n: torch.randint(1, vocab, (n,), generator=gen).tolist()  # noqa: E731
     heads = [ids(6), ids(18)]
     out = [heads[i % 2] + ids(n) for i, n in enumerate((2, 3, 5, 9, 13, 40))]
-    return out + [ids(n) for n in (3, 7, 13, 50)]
+    return out + [ids(n) for n in (3, 7, 13, 50)] + [ids(2 + i % 4) for i in range(MORE_PROMPTS)]
+
+
+MORE_PROMPTS = 30  # short prompts after those: a batch of all of them fills a prefill's output head past 32 rows
 
 
 def _prefill_failures(model: Any, texts: Sequence[str], candidate: Numerics) -> tuple[PromptBank, list[str]]:
@@ -316,11 +302,16 @@ def _prefill_failures(model: Any, texts: Sequence[str], candidate: Numerics) -> 
 
     shared = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=True, numerics=candidate)
     whole = PromptBank(model, _IdTokenizer(), texts, batch_size=4, share_prefixes=False, numerics=candidate)
+    together = PromptBank(model, _IdTokenizer(), texts, batch_size=len(texts), share_prefixes=True,
+                          numerics=candidate)
     failed = []
     same = torch.equal(shared.logits, whole.logits) and all(
         torch.equal(a, b) for a, b in zip(shared.keys + shared.values, whole.keys + whole.values))
     if not same:
         failed.append("prefill after a cached prefix")
+    if not (torch.equal(together.logits, shared.logits)
+            and all(torch.equal(a, b) for a, b in zip(together.keys + together.values, shared.keys + shared.values))):
+        failed.append(f"prefill of all {len(texts)} prompts in one batch")
     for subset in ([0, 2, 5], [1, 3, 4, 6, 7]):
         part = PromptBank(model, _IdTokenizer(), [texts[i] for i in subset], batch_size=32, share_prefixes=True,
                           numerics=candidate)
@@ -366,12 +357,6 @@ def _decode_failures(model: Any, bank: PromptBank, candidate: Numerics, rows: in
     return []
 
 
-def _model_counts(model: Any) -> tuple[int, ...]:
-    """The row counts at which every linear layer of ``model`` (and the default shapes) is invariant, at the
-    current thread count (:func:`~dsgen.generation.decode_step.invariant_counts`)."""
-    return tuple(sorted(set(invariant_counts()) & set(invariant_counts(layer_shapes(model)))))
-
-
 def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candidate: Numerics, rows: int = 13) -> bool:
     """The current thread count computes the bits that one thread (a Ray actor's share) and every core (a local
     run) do, prefill and decode, each with the row counts probed at its own thread count (what a process
@@ -387,7 +372,7 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     for other in sorted({1, len(os.sched_getaffinity(0))} - {threads}):
         try:
             torch.set_num_threads(other)
-            there = dataclasses.replace(candidate, counts=_model_counts(model))
+            there = dataclasses.replace(candidate, counts=model_counts(model))
             other_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=there)
             same = (torch.equal(other_bank.logits, bank.logits)
                     and torch.equal(_decode_logits(model, other_bank, range(rows), steps, there), many))
@@ -399,4 +384,4 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
 
 
 __all__ = ["numerics", "probe", "stored_probe", "probe_key", "probed_model_key", "cpu_identity", "mkl_code_path",
-           "layer_shapes", "PROBE_VERSION"]
+           "PROBE_VERSION"]

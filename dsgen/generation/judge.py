@@ -4,7 +4,8 @@ A judge puts a pair into a prompt and reads the probabilities of a few answer wo
 position (GenSE's discriminator: "true" / "false"; an LM labeller: the digits 0 to 5), each word
 summed over its spellings and normalised over the answers. Prompts of similar token length are
 batched together through the exact prefill (:func:`dsgen.generation.forward.extend_rows`), so a pair's
-score is the same bits whatever else is in its batch, on any CPU (by construction: fixed shapes, see
+score is the same bits whatever else is in its batch, on any CPU (row blocks of the sizes at which the CPU's
+matrix multiply gives a row the same bits wherever it sits, measured for the model: see
 :mod:`dsgen.generation.prefill_step`); scores are cached per (model fingerprint, prompt, pair) for the
 process (:data:`SCORES`).
 """
@@ -90,7 +91,7 @@ def option_probabilities(lm: Any, prompts: Sequence[str], options: Sequence[Sequ
     The prompts run ``batch_size`` at a time through the exact prefill
     (:func:`~dsgen.generation.forward.extend_rows`, :mod:`dsgen.generation.prefill_step`): packed, attention
     prompt by prompt and linear layers in fixed row blocks, so a prompt's logits are the same bits in any
-    batch, on any CPU, by construction (nothing probed)."""
+    batch, on any CPU (the row blocks' sizes measured for the model on this CPU, once per process)."""
     import numpy as np
     import torch
 

@@ -9,21 +9,26 @@ rounding with the row count (an Intel Xeon with AVX-512: MKL gives a row the sam
 and a few large counts), no padding of a ``[prompts, tokens]`` batch is invariant, and the decoder gave up
 sharing. Here the shapes a prompt's bits depend on are fixed, or a function of that prompt alone:
 
-- **Packed tokens, fixed row blocks**: the prompts' new tokens are packed into one sequence (no padding
-  between them; each token keeps its own position). Every linear layer multiplies them in blocks of
-  exactly ``PREFILL_ROWS`` (256) rows, zero rows padding the last block, and the output head the prompts'
-  last tokens in blocks of exactly ``HEAD_ROWS`` (32) (:func:`~dsgen.generation.decode_step.blocked_linears`).
-  A matrix multiply of one shape gives a row the same bits whatever the other rows hold: nothing is
-  probed. 256 and 32 are also counts at which every CPU met so far gives a row the bits of any large batch
-  (MKL on AMD EPYC, AVX2 and AVX-512; on an Intel Xeon with AVX-512), so the bits are those of earlier
-  releases where those were exact.
-- **The last block cut to size where the probe allows**: where the machine's probe
-  (:mod:`dsgen.generation.invariance`) found 256 (and 32) among the row counts at which its matrix multiply
-  gives a row the bits of any large batch, the tokens a last block would hold are multiplied in blocks of
-  those counts instead (:func:`fixed_blocks`; an AMD EPYC: one block of exactly their number; an Intel Xeon:
-  counts of 16-56): the same bits, without the padding (a chunk's 54-token instruction heads, once 256
-  rows, are 54; :file:`results/benchmarks.md`). The decoder's prompt bank passes the probe's record; the
-  judge, which has none, keeps whole blocks.
+- **Packed tokens, row blocks of one probed size**: the prompts' new tokens are packed into one sequence (no
+  padding between them; each token keeps its own position). Every linear layer multiplies them in blocks of
+  ``PREFILL_ROWS`` (256) rows, zero rows padding the last block, and the output head the prompts' last tokens in
+  blocks of ``HEAD_ROWS`` (32) (:func:`~dsgen.generation.decode_step.blocked_linears`). A matrix multiply of one
+  shape gives a row bits that depend on the other rows' values nowhere, but it may on where the row sits in the
+  block: MKL on an Intel CPU's AVX2 path multiplies small matrices six rows at a time and gives a tail of one to
+  three rows other bits (the last two rows of a 32-row block; for a layer of 32 inputs, rows 126-127 and 254-255 of
+  a 256-row one on two threads). So the sizes are the machine's: where its probe (:mod:`dsgen.generation.invariance`,
+  :func:`~dsgen.generation.decode_step.model_counts`) found 256 (and 32) among the row counts at which its matrix
+  multiply gives every row the bits of a large batch wherever it sits, those; else the smallest such count above
+  them (48 rows of SmolLM2's head on the Intel AVX2 path), or the largest found (30 for a tiny model there). Every CPU
+  met but that path has 256 and 32 among its counts (MKL on AMD EPYC, AVX2 and AVX-512; on an Intel Xeon with
+  AVX-512), so the bits are those of earlier releases there. The judge, which gets no probe's record, measures the
+  model's counts itself (a fraction of a second, once per process, model and thread count); where no count is
+  invariant at all, every prompt runs alone, so where its rows sit depends on it alone. Unprobed (a GPU): 256 and
+  32.
+- **The last block cut to size where the probe allows**: the tokens a last block would hold are multiplied in
+  blocks of the probed counts instead (:func:`fixed_blocks`; an AMD EPYC: one block of exactly their number; an
+  Intel Xeon: counts of 16-56): the same bits, without the padding (a chunk's 54-token instruction heads, once 256
+  rows, are 54; :file:`results/benchmarks.md`).
 - **Attention one prompt at a time** (:func:`prompt_attention`): a prompt's queries attend to its own keys
   only (its cached past, then its new tokens), ``[rep * QUERY_BLOCK, D] x [D, L]`` per block of
   ``QUERY_BLOCK`` (16) query positions aligned to multiples of 16 (zero queries fill a block), per key-value
@@ -33,11 +38,11 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
   one, :func:`~dsgen.generation.decode_step.exact_softmax`) and the weighted sum of values are the same bits
   fed whole or after a cached prefix, alone or beside any prompts.
 
-What the fixed blocks rest on, rather than on a probe: a matrix multiply (``mm``, ``addmm``, one matrix of a
-``bmm``) gives an output element bits that depend on the operands' shapes, the element's row and column and
-their values, never on the values of other rows; elementwise operations and a row's own reductions (a norm, the
-softmax) are row by row. The probe (:mod:`dsgen.generation.invariance`) still checks the prefill on the
-machine that runs.
+What the blocks rest on: a matrix multiply (``mm``, ``addmm``, one matrix of a ``bmm``) at a probed row count gives
+an output element bits that depend on the operands' shapes, the element's column and its row's values, never on the
+values of other rows or where the row sits; elementwise operations and a row's own reductions (a norm, the softmax)
+are row by row. The probe (:mod:`dsgen.generation.invariance`) also checks the prefill on the machine that runs,
+with all its prompts in one batch (every row of a head block) as well as in small ones.
 """
 
 from __future__ import annotations
@@ -61,7 +66,12 @@ def fixed_blocks(rows: int, size: int, counts: tuple[int, ...] = ()) -> tuple[in
     """Row blocks of ``size`` rows each, as many as ``rows`` fills whole; the rest in one more block of ``size``
     (zero rows pad it), or, where the machine's probe found ``size`` among the batch-invariant row counts
     ``counts``, in blocks of those counts (:func:`~dsgen.generation.decode_step.row_blocks`): the same bits
-    (every count in ``counts`` gives a row the bits of any large batch, ``size`` included) with less padding."""
+    (every count in ``counts`` gives a row the bits of any large batch, ``size`` included) with less padding.
+    Where the probe found counts but not ``size``, the smallest count above it takes its place: a block of
+    ``size`` rows need not give a row the same bits wherever it sits in the block (MKL on an Intel CPU's AVX2
+    path gives the last two rows of a 32-row product bits of their own), a probed count does."""
+    if counts and size not in counts:
+        size = next((c for c in counts if c >= size), counts[-1])
     whole, rest = divmod(rows, size)
     if rest and size in counts:
         return (size,) * whole + row_blocks(rest, tuple(counts))
