@@ -160,19 +160,37 @@ def test_a_classifier_batch_is_cut_only_when_its_loss_is_a_mean_over_rows():
         assert len(seen) == 1 and seen[0].keys() == other.keys()
 
 
-def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_encoder_dir):
+def without_packed_masks(monkeypatch) -> None:
+    """transformers as before 5.25 for an encoder: its mask is built from the attention mask alone, never from packed
+    position ids, so a BERT's packed sentences attend to each other (from 5.25 on they do not, and BERT is packed)."""
+    import transformers.masking_utils as masking
+
+    monkeypatch.setattr(masking, "find_packed_sequence_indices", lambda position_ids: None, raising=False)
+
+
+@pytest.mark.parametrize("packed_masks", [True, False])
+def test_the_models_own_forward_is_back_after_the_block_even_on_an_error(tiny_encoder_dir, monkeypatch, packed_masks):
+    """Whichever forward the block replaces (the transformer's where it packs, else the model's), it is the module's
+    own again after the block, also on an error, and a copy made inside computes with its own weights."""
     from dsgen.encoders import load_encoder
 
+    if not packed_masks:
+        without_packed_masks(monkeypatch)
     model = load_encoder(str(tiny_encoder_dir), "cpu")
-    assert "forward" not in vars(model)
+    inner = transformer_of(model)
+    replaced = inner if takes_packed_sequences(inner) else model
+    assert "forward" not in vars(model) and "forward" not in vars(inner)
     with pytest.raises(RuntimeError, match="inside"), trimmed_padding(model):
-        assert "forward" in vars(model)
+        assert "forward" in vars(replaced)
         copied = copy.deepcopy(model)  # e.g. an evaluator's copy in another dtype: it computes with its own weights
-        assert copied.forward.__self__ is copied and model.forward.__self__ is model
+        if replaced is model:
+            assert copied.forward.__self__ is copied and model.forward.__self__ is model
+        else:
+            assert transformer_of(copied).forward.__self__ is transformer_of(copied) and inner.forward.__self__ is inner
         raise RuntimeError("inside")
-    assert "forward" not in vars(model)
+    assert "forward" not in vars(model) and "forward" not in vars(inner)
     with trimmed_padding(model, enabled=False):
-        assert "forward" not in vars(model)
+        assert "forward" not in vars(model) and "forward" not in vars(inner)
 
 
 def test_training_with_and_without_trimming_agree(tiny_lm_dir, sts_data_dir, monkeypatch):
@@ -266,16 +284,23 @@ def test_a_packed_batch_gives_the_padded_batchs_embeddings_and_gradients(tiny_lm
         assert float((a - b).norm()) <= 1e-5 * float(a.norm()) + 1e-7
 
 
-def test_only_a_model_that_keeps_packed_sentences_apart_is_packed(tiny_lm_dir, tiny_encoder_dir, sts_data_dir):
-    """A BERT's padding mask is all that keeps its sentences apart (packed, the second attends to the first):
-    the check finds it and the batch is cut into groups; a Llama is packed, unless packing is turned off."""
+def test_only_a_model_that_keeps_packed_sentences_apart_is_packed(tiny_lm_dir, tiny_encoder_dir, sts_data_dir,
+                                                                   monkeypatch):
+    """Where a BERT's padding mask is all that keeps its sentences apart (transformers before 5.25: packed, the
+    second attends to the first), the check finds it and the batch is cut into groups; from 5.25 on BERT builds its
+    mask from packed position ids too, and is packed. A Llama is packed, unless packing is turned off."""
     from dsgen.data.sts import using_data_dir
     from dsgen.encoders import load_encoder
 
     bert = load_encoder(str(tiny_encoder_dir), "cpu")
+    if takes_packed_sequences(transformer_of(bert)):
+        with trimmed_padding(bert):
+            assert "forward" in vars(transformer_of(bert)) and "forward" not in vars(bert)
+    without_packed_masks(monkeypatch)
     assert not takes_packed_sequences(transformer_of(bert))
     with trimmed_padding(bert):
         assert "forward" in vars(bert) and "forward" not in vars(transformer_of(bert))
+    monkeypatch.undo()  # the library's masks again (a Llama's causal mask keeps packed sentences apart by them too)
     with using_data_dir(sts_data_dir):
         llama = load_encoder(f"lm:{tiny_lm_dir}?layers=2&pooling=mean", "cpu")
     llama.train()
