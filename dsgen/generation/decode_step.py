@@ -36,8 +36,9 @@ threads. Four things make a forward pass *batch-invariant* on the CPU:
   product), 1.3-1.5x faster on this CPU because a block of the weight matrix stays in cache; there, the same bits
   on one thread as on two.
 
-A prompt's prefill is made exact differently, by fixed shapes rather than probed ones
-(:mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears` and :func:`exact_softmax` from here.
+A prompt's prefill is made exact differently, by shapes that are a function of the prompt alone (row blocks of
+one probed count; :mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears`, :func:`model_counts` and
+:func:`exact_softmax` from here.
 
 Written here because transformers offers a per-model choice of attention but no batch-invariant
 kernel, and no blocked output head. The maths are those of the model's own attention (scaled dot
@@ -485,6 +486,6 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
-           "forget_probed_kernels", "layer_shapes", "model_counts", "exact_softmax", "row_attention", "blocked_head", "blocked_output_head",
-           "row_blocked", "blocked_linears", "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT",
-           "ATTENTION_NAMES", "HEAD_BLOCK"]
+           "forget_probed_kernels", "layer_shapes", "model_counts", "exact_softmax", "row_attention", "blocked_head",
+           "blocked_output_head", "row_blocked", "blocked_linears", "invariant_forward", "ROW_ATTENTION",
+           "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]

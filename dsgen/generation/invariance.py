@@ -48,7 +48,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.decode_step import layer_shapes, model_counts
+from dsgen.generation.decode_step import model_counts
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 

@@ -41,8 +41,8 @@ DETERMINISM_TESTS = ("tests/generation/test_invariance.py", "tests/generation/te
                      "tests/generation/test_decoding.py", "tests/generation/test_debiased.py",
                      "tests/generation/test_prefill_step.py::test_a_probed_prefill_cuts_its_padding_and_keeps_the_bits"
                      "[False]",
-                     "tests/generation/test_prefill_step.py::test_a_judges_score_does_not_depend_on_its_batch_here_and_on_"
-                     "the_simulated_cpu[False]")
+                     "tests/generation/test_prefill_step.py::test_a_judges_score_does_not_depend_on_its_batch_here_"
+                     "and_on_the_simulated_cpu[False]")
 AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 AMD_MKL = "Intel(R) Architecture processors"  # MKL's path on an AMD CPU (mkl_code_path)
 XEON_MKL = ("Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R) Deep Learning Boost "
