@@ -162,7 +162,7 @@ def other_numerics_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: An
     from dsgen.generation.probed import assume
 
     counts = tuple(sorted(set(row_counts)))
-    with assume(replace(numerics(model), attention="exact-sum", counts=counts)):
+    with assume(replace(numerics(model), attention="exact-sum", counts=counts, transposed=())):
         stats = core_run(model, tokenizer, reqs, sampling, batch_size, seed)
     stats["row_counts"] = list(counts)
     return stats

@@ -391,9 +391,10 @@ class ActiveBatch:
         cache = buffer_cache(self.keys, self.values, rows, w)
         # rows in batch-invariant blocks: one block where the CPU's large-batch kernel is invariant (MKL on
         # an AMD EPYC), several where only some counts are (an Intel Xeon: 100 rows as 56 + 44)
-        blocks = self.numerics.blocks(used)
-        plan = (lambda n: blocks if n == rows else self.numerics.blocks(n)) if len(blocks) > 1 else None
-        blocked = (blocked_linears(self.model, plan, out=self.logits) if plan is not None
+        blocks, turned = self.numerics.blocks(used), self.numerics.transposed
+        plan = ((lambda n: blocks if n == rows else self.numerics.blocks(n))
+                if len(blocks) > 1 or blocks[0] in turned else None)
+        blocked = (blocked_linears(self.model, plan, out=self.logits, turned=turned) if plan is not None
                    else blocked_output_head(self.model, out=self.logits))
         with invariant_forward(self.model, self.numerics.attention), blocked:
             out = self.model(input_ids=tokens[:, None], attention_mask=additive[:, None, None, :],

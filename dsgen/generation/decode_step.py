@@ -24,13 +24,20 @@ threads. Four things make a forward pass *batch-invariant* on the CPU:
   lane layout (invariant by construction, at a relative cost of a few percent of a step).
 - **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
   at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11; on an
-  Intel Xeon (AVX-512, no bf16) only at 16-56 and at 256, 257, 384 and 512 of the counts probed; on an Intel
+  Intel Xeon (AVX-512, no bf16) only at 16-56 and from 193 on (MKL's middle kernel, 57-192 rows, rounds
+  otherwise); on an Intel
   CPU's AVX2 path at 48 on (two threads; 56 on at one) for SmolLM2, and for a tiny model's narrow layers, whose
   512-row batch gives some rows bits of their own, only at 4-6, 10-12, ... 28-30 (the bits of 4-row blocks). A
   step's rows are cut into blocks whose counts are batch-invariant (:func:`row_blocks`, as few and as
-  little padding as the counts allow: one block on the AMD EPYC, 56 + 44 for 100 rows on the Xeon),
+  little padding as the counts allow: one block on the AMD EPYC; 56 + 44 for 100 rows, 208 for 150, on the Xeon),
   probed on the CPU it runs on, at the model's own layer shapes (:func:`invariant_counts`), and
   every linear layer runs block by block (:func:`blocked_linears`).
+- **Two kernels per count**: a block's product can also be computed as the weight times the rows' transpose
+  (:func:`transposed`), which MKL runs with another kernel. On an Intel Xeon's AVX-512 path that kernel gives a row
+  the bits of the large batch at every count from 2 to 56, in 0.4-0.8 of the plain multiply's time, so a short step
+  (the last tries of each item) is neither padded to 16 rows nor run on the slow small kernel there. Which counts run
+  that way is probed with the counts (:func:`transposed_counts`: where it is invariant and the plain multiply is not,
+  or where it is timed faster); on the AMD EPYC's paths and an Intel CPU's AVX2 path no count is.
 - **The output head** is computed in blocks of ``HEAD_BLOCK`` vocabulary columns (:func:`blocked_head`): the
   same bits as one matrix multiply on the CPUs met but an Intel CPU's AVX2 path (each logit is the same dot
   product), 1.3-1.5x faster on this CPU because a block of the weight matrix stays in cache; there, the same bits
@@ -61,13 +68,17 @@ EXACT_QUANTUM = 2.0 ** -40  # exact_softmax rounds each term to a multiple of th
 # the columns between its threads); at 1536 every CPU kind met gives one and two threads the same bits, and on AMD
 # paths and an AVX-512 Xeon's the bits of 2048-column blocks (each logit is the same dot product)
 HEAD_BLOCK = 1536
-BLOCK_COST = 16  # row_blocks: a block costs as much as this many more rows (small GEMMs are slower per row)
+# row_blocks: a block costs as much as this many more rows: a 16-56-row multiply on an AVX-512 Xeon's MKL path takes
+# about the time of 36 more rows of a large one (12 on an AMD EPYC, 5 on an Intel CPU's AVX2 path; results/benchmarks.md)
+BLOCK_COST = 32
 ROW_BLOCK_LIMIT = 4096  # row_blocks: steps beyond this many rows are cut into blocks of at most LARGE_ROWS[-1]
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
 
 
 PROBED_ROWS = 64  # every row count up to this is probed
-LARGE_ROWS = (96, 128, 129, 192, 256, 257, 384, 512)  # and these beyond it (a decode step's rows at batch 512)
+# and these beyond it (a decode step's rows at batch 512): every 16th, so that a step pads at most 15 rows where only
+# the large kernel is invariant (an AVX-512 Xeon's MKL path: from 193 rows on), and two odd counts
+LARGE_ROWS = tuple(sorted({*range(80, 513, 16), 129, 257}))
 KEY_COLUMNS = 96  # key widths below this are probed (a prompt's 18-token instruction head and its input)
 LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
 
@@ -95,7 +106,7 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
     """The row counts at which this CPU's float32 matrix multiply, on the process's current thread count, gives
     every row the bits it gets in a batch of ``LARGE_ROWS[-1]`` (512) rows, for linear layers of the given
     ``(in, out)`` shapes: every count up to ``PROBED_ROWS`` and the sampled larger counts ``LARGE_ROWS``
-    (measured once per process, shape set and thread count, on seeded data; about 0.2 s for the default set).
+    (measured once per process, shape set and thread count, on seeded data; about 0.5 s for the default set).
     MKL on a 2-core AMD EPYC (AVX2 or AVX-512) at two threads: 4, 8 and every count from 12 on; at one thread
     every count from 4 on. The thread count is part of the answer (MKL splits a multiply's rows between its
     threads), so a count found at one thread count is never used at another; another BLAS or CPU may choose
@@ -111,6 +122,24 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
     and the answer is empty."""
     import torch
 
+    found = _reference(shapes)
+    if found is None:
+        return ()
+    layers, fulls = found
+    reference = LARGE_ROWS[-1]
+    counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
+    for (w, x), full in zip(layers, fulls):
+        counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
+                                           for s in (0, reference - m))}
+    return tuple(sorted(counts))
+
+
+def _reference(shapes: tuple[tuple[int, int], ...]) -> tuple[list[tuple[Any, Any]], list[Any]] | None:
+    """Seeded ``(weight, rows)`` per shape and the rows' products in the probes' reference batch: one block of
+    ``LARGE_ROWS[-1]`` rows, else blocks of ``SMALL_BLOCK``, whichever gives a row the same bits wherever it sits
+    (:func:`invariant_counts`); None where neither does."""
+    import torch
+
     gen = torch.Generator().manual_seed(0)
     reference = LARGE_ROWS[-1]
     layers = [(torch.randn(n, k, generator=gen), torch.randn(reference, k, generator=gen)) for k, n in shapes]
@@ -119,14 +148,67 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
         # a row whose bits depend on where it sits gets other bits than a neighbour somewhere: the rows rolled by one
         if all(torch.equal(_in_blocks(torch.roll(x, 1, 0), w, block), torch.roll(full, 1, 0))
                for (w, x), full in zip(layers, fulls)):
-            break
-    else:
+            return layers, fulls
+    return None
+
+
+def transposed(x: Any, w: Any) -> Any:
+    """``x`` times the transpose of ``w`` (a linear layer's ``[out, in]`` weight, no bias) computed as ``w`` times
+    the transpose of ``x``: the same products, another kernel (the row count is the matrix multiply's other
+    dimension), whose bits at a row count may differ from the plain multiply's."""
+    import torch
+
+    return torch.mm(w, x.t()).t()
+
+
+@_per_thread_count
+def transposed_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, timed: bool = True) -> tuple[int, ...]:
+    """The row counts, up to ``PROBED_ROWS``, at which a step's blocks run :func:`transposed`: where that gives
+    every row the bits of :func:`invariant_counts`' reference (so any mix of the two kernels gives a row the same
+    bits), and either the plain multiply does not there or this is faster, as timed on the shapes (at most
+    ``TRANSPOSED_SHARE`` of its time at three counts both pass; ``timed=False``: every count it is invariant at).
+
+    MKL on an Intel Xeon's AVX-512 path (emulated on an AMD EPYC) multiplies 2-56 rows this way with the bits of a
+    512-row batch, where the plain multiply has them only at 16-56, in 0.4-0.8 of its time (16 rows of SmolLM2's
+    layers: 0.87 ms against 2.05); on an AMD EPYC's paths the plain multiply is invariant wherever this is and as fast
+    or faster, and on an Intel CPU's AVX2 path this is invariant nowhere, so no count is run this way there. Which
+    kernel a count runs changes speed only: either gives a row the reference's bits."""
+    import torch
+
+    found = _reference(shapes)
+    if found is None:
         return ()
-    counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
+    layers, fulls = found
+    reference = LARGE_ROWS[-1]
+    counts = set(range(1, PROBED_ROWS + 1))
     for (w, x), full in zip(layers, fulls):
-        counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
+        counts = {m for m in counts if all(torch.equal(transposed(x[s:s + m], w), full[s:s + m])
                                            for s in (0, reference - m))}
+    both = sorted(counts & set(invariant_counts(shapes)))
+    if timed and both and not _faster_transposed(layers, both[len(both) // 4::len(both) // 3 + 1][:3]):
+        counts -= set(both)
     return tuple(sorted(counts))
+
+
+TRANSPOSED_SHARE = 0.8  # transposed_counts: a count both kernels pass runs transposed if it takes at most this share
+
+
+def _faster_transposed(layers: list[tuple[Any, Any]], sample: list[int], rounds: int = 5) -> bool:
+    """Whether :func:`transposed` multiplies ``sample``'s row counts through the layers in at most
+    ``TRANSPOSED_SHARE`` of the plain multiply's time (the best of ``rounds`` alternating rounds each)."""
+    import time
+
+    import torch
+
+    best = {"plain": float("inf"), "transposed": float("inf")}
+    for _ in range(rounds):
+        for kind, multiply in (("plain", torch.nn.functional.linear), ("transposed", transposed)):
+            start = time.perf_counter()
+            for m in sample:
+                for w, x in layers:
+                    multiply(x[:m], w)
+            best[kind] = min(best[kind], time.perf_counter() - start)
+    return best["transposed"] <= TRANSPOSED_SHARE * best["plain"]
 
 
 SMALL_BLOCK = 4  # the reference's rows in blocks of this many where one block of them is not invariant
@@ -158,11 +240,27 @@ def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(shapes))
 
 
+def model_kernels(model: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(counts, transposed)`` for ``model`` at the current thread count: the row counts at which every linear layer
+    (and the default shapes, so that a tiny model's steps are cut as a real one's) gives every row the bits of a large
+    batch with one of the two kernels (:func:`invariant_counts`, all shapes against one kind of reference; empty
+    where none does), and those of them its blocks run :func:`transposed` (:func:`transposed_counts`; none where a
+    layer has a bias or is not a ``torch.nn.Linear``, whose other kernels are not probed)."""
+    import torch
+
+    shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
+    counts = invariant_counts(shapes)
+    plain = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in model.modules()
+                if getattr(m, "weight", None) is not None and m.weight.dim() == 2
+                and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"))
+    turned = transposed_counts(shapes) if plain and counts else ()
+    return tuple(sorted(set(counts) | set(turned))), turned
+
+
 def model_counts(model: Any) -> tuple[int, ...]:
-    """The row counts at which every linear layer of ``model`` (and the default shapes, so that a tiny model's steps
-    are cut as a real one's) gives every row the bits of a large batch, at the current thread count
-    (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does)."""
-    return invariant_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
+    """The row counts at which every linear layer of ``model`` gives every row the bits of a large batch, with the
+    kernel :func:`model_kernels` picks for the count."""
+    return model_kernels(model)[0]
 
 
 def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
@@ -183,7 +281,8 @@ def row_blocks(rows: int, counts: tuple[int, ...]) -> tuple[int, ...]:
     Beyond ``PROBED_ROWS`` only a sample of counts is probed (``LARGE_ROWS``): where every sampled
     count passed, the large-batch kernel is taken as one regime and ``rows`` is one block (MKL on an
     AMD EPYC: every count from 12 on is invariant, so every step is one block, as in earlier
-    releases); elsewhere only the counts that passed are used (an Intel Xeon's 100 rows: 56 + 44).
+    releases); elsewhere only the counts that passed are used (an Intel Xeon's 100 rows: 56 + 44; its
+    150: 208, every 16th count from 208 on having passed).
     Without any count (a GPU, no probe): ``rows`` as one block."""
     if not counts or (rows > PROBED_ROWS and set(LARGE_ROWS) <= set(counts)):
         return (rows,)
@@ -233,9 +332,10 @@ def invariant_key_columns(head_dim: int) -> int:
 
 
 def forget_probed_kernels() -> None:
-    """Forget what this process measured of its kernels (:func:`invariant_counts`,
+    """Forget what this process measured of its kernels (:func:`invariant_counts`, :func:`transposed_counts`,
     :func:`invariant_key_columns`): the next call measures again (a test that replaces the kernels)."""
     invariant_counts.cache_clear()
+    transposed_counts.cache_clear()
     invariant_key_columns.cache_clear()
 
 
@@ -339,12 +439,13 @@ def _register() -> None:
 
 
 def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
-                 rows: Callable[[int], tuple[int, ...]] | None = None) -> Any:
+                 rows: Callable[[int], tuple[int, ...]] | None = None, turned: frozenset[int] = frozenset()) -> Any:
     """``forward`` for a linear output head that multiplies one block of vocabulary columns at a time,
     writing into ``out`` (``[rows, vocab]``, reused across calls) when the rows fit, else into a new
     tensor. A reused buffer matters on the CPU: a fresh 50 MB tensor per step is fresh memory pages,
     and touching them the first time costs as much as a tenth of the step. With ``rows`` (a plan of
-    row blocks, :func:`row_blocks`), the rows too are multiplied block by block (zero rows pad the last)."""
+    row blocks, :func:`row_blocks`), the rows too are multiplied block by block (zero rows pad the last), a block
+    whose row count is in ``turned`` by :func:`transposed` (a head without a bias)."""
     import torch
 
     weight, bias = head.weight, head.bias
@@ -368,7 +469,9 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
             w = weight[start:stop].t()
             r = 0
             for m in plan:
-                if bias is None:
+                if m in turned and bias is None:
+                    logits[r:r + m, start:stop] = transposed(flat[r:r + m], weight[start:stop])
+                elif bias is None:
                     torch.mm(flat[r:r + m], w, out=logits[r:r + m, start:stop])
                 else:
                     torch.addmm(bias[start:stop], flat[r:r + m], w, out=logits[r:r + m, start:stop])
@@ -379,10 +482,11 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
 
 
 @contextlib.contextmanager
-def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple[int, ...]] | None = None
-                        ) -> Iterator[None]:
+def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple[int, ...]] | None = None,
+                        turned: frozenset[int] = frozenset()) -> Iterator[None]:
     """Within the block, the model's linear output head runs block by block (same values, faster on
-    the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans (see :func:`blocked_head`).
+    the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans, those of a count in ``turned``
+    transposed (see :func:`blocked_head`).
 
     The head module stays in place, so hooks registered on it still see every output."""
     import torch
@@ -393,29 +497,32 @@ def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple
     if not plain:
         yield
         return
-    head.forward = blocked_head(head, out=out, rows=rows)
+    head.forward = blocked_head(head, out=out, rows=rows, turned=turned)
     try:
         yield
     finally:
         del head.forward
 
 
-def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]]) -> Any:
+def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: frozenset[int] = frozenset()) -> Any:
     """``forward`` for a linear layer (``torch.nn.Linear``, or GPT-2's ``Conv1D``, whose weight is
     ``[in, out]``) that multiplies its input rows in the blocks ``rows(n)`` plans, zero rows padding
     the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
-    bias), at the block's row count. A plan of one block of exactly ``n`` rows is the layer's own
+    bias), at the block's row count, or :func:`transposed` where the count is in ``turned`` (a
+    ``torch.nn.Linear`` without a bias). A plan of one plain block of exactly ``n`` rows is the layer's own
     forward, untouched."""
     import torch
 
     own = module.forward
     weight, bias = module.weight, module.bias
     w = weight.t() if isinstance(module, torch.nn.Linear) else weight
+    turned = turned if isinstance(module, torch.nn.Linear) and bias is None else frozenset()
 
     def forward(x: Any) -> Any:
         n = x.numel() // x.shape[-1] if x.shape[-1] else 0
         plan = rows(n)
-        if (len(plan) == 1 and plan[0] == n) or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)):
+        if ((len(plan) == 1 and plan[0] == n and n not in turned)
+                or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
             return own(x)
         flat = x.reshape(n, x.shape[-1])
         total = sum(plan)
@@ -424,7 +531,9 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]]) -> Any:
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:
-            if bias is None:
+            if m in turned:
+                y[r:r + m] = transposed(flat[r:r + m], weight)
+            elif bias is None:
                 torch.mm(flat[r:r + m], w, out=y[r:r + m])
             else:
                 torch.addmm(bias, flat[r:r + m], w, out=y[r:r + m])
@@ -436,9 +545,11 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]]) -> Any:
 
 @contextlib.contextmanager
 def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any = None,
-                    head_rows: Callable[[int], tuple[int, ...]] | None = None) -> Iterator[None]:
+                    head_rows: Callable[[int], tuple[int, ...]] | None = None, turned: tuple[int, ...] = ()
+                    ) -> Iterator[None]:
     """Within the block, every linear layer of ``model`` multiplies its rows (a step's rows, or a
-    prefill's tokens) in the blocks ``rows`` plans (:func:`row_blocked`), and the output head also
+    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by :func:`transposed`
+    (:func:`row_blocked`; the probe's choice, :func:`model_kernels`), and the output head also
     by vocabulary columns, into ``out`` when given, its rows in the blocks ``head_rows`` plans (default
     ``rows``; :func:`blocked_output_head`).
 
@@ -450,13 +561,14 @@ def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any
     import torch
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    with blocked_output_head(model, out=out, rows=head_rows or rows):  # a plain CPU head: by vocabulary columns too
+    turned = frozenset(turned)
+    with blocked_output_head(model, out=out, rows=head_rows or rows, turned=turned):  # a plain CPU head: by columns too
         layers = [m for m in model.modules()
                   if "forward" not in vars(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2
                   and ((isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward)
                        or type(m).__name__ == "Conv1D")]
         for m in layers:
-            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows)
+            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, turned)
         try:
             yield
         finally:
@@ -486,6 +598,6 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
-           "forget_probed_kernels", "layer_shapes", "model_counts", "exact_softmax", "row_attention", "blocked_head",
-           "blocked_output_head", "row_blocked", "blocked_linears", "invariant_forward", "ROW_ATTENTION",
-           "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]
+           "forget_probed_kernels", "layer_shapes", "model_counts", "model_kernels", "transposed", "transposed_counts",
+           "exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
+           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]

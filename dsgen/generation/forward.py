@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.generation.decode_step import model_counts
+from dsgen.generation.decode_step import model_kernels
 from dsgen.generation.prefill_step import Packing, packed_prefill, prefill_rows
 from dsgen.generation.probed import Numerics
 
@@ -144,7 +144,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
             (:func:`dsgen.generation.invariance.numerics`): its softmax (``attention`` overrides it;
             without either, PyTorch's) and its batch-invariant row counts, which let the last row block be
             cut to the tokens' need (:func:`~dsgen.generation.prefill_step.fixed_blocks`). Without it (a
-            judge), a CPU model's counts are measured here (:func:`~dsgen.generation.decode_step.model_counts`,
+            judge), a CPU model's counts are measured here (:func:`~dsgen.generation.decode_step.model_kernels`,
             once per process, model shapes and thread count); where none gives a row the same bits wherever it
             sits in a block, the rows run one per pass.
         keep_cache: return the new tokens' keys and values (False: logits only, as a judge needs).
@@ -157,7 +157,8 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     device = next(model.parameters()).device
     n = len(new)
     past = [int(p) for p in past_lengths] if past_lengths is not None else [0] * n
-    counts = numerics.counts if numerics is not None else model_counts(model) if device.type == "cpu" else ()
+    counts, turned = ((numerics.counts, numerics.transposed) if numerics is not None
+                      else model_kernels(model) if device.type == "cpu" else ((), ()))
     if device.type == "cpu" and not counts and n > 1:
         return _row_by_row(model, new, pad, past_keys, past_values, past, numerics=numerics, attention=attention,
                            keep_cache=keep_cache)
@@ -182,7 +183,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
         # no graph: the blocked layers write in place
-        with torch.no_grad(), packed_prefill(model, packing, attention, counts):
+        with torch.no_grad(), packed_prefill(model, packing, attention, counts, turned):
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:

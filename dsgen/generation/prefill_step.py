@@ -240,12 +240,13 @@ def _register() -> None:
 
 
 @contextlib.contextmanager
-def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", counts: tuple[int, ...] = ()
-                   ) -> Iterator[None]:
+def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", counts: tuple[int, ...] = (),
+                   turned: tuple[int, ...] = ()) -> Iterator[None]:
     """Within the block, a forward pass of ``model`` over packed prompts (``[1, T]`` token ids, each
     token's own position) computes every prompt's bits on their own (module docstring): attention by
     :func:`prompt_attention` with PyTorch's softmax or the exact-sum one (``attention``), linear layers
-    in fixed row blocks. The model's attention implementation is restored after."""
+    in fixed row blocks (those of a count in ``turned`` by the other kernel,
+    :func:`~dsgen.generation.decode_step.transposed`). The model's attention implementation is restored after."""
     _register()
     cfg = model.config
     before = cfg._attn_implementation
@@ -253,7 +254,7 @@ def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", cou
     cfg._attn_implementation_internal = PREFILL_ATTENTION[attention]
     try:
         with blocked_linears(model, functools.partial(prefill_rows, counts=counts),
-                             head_rows=functools.partial(head_rows, counts=counts)):
+                             head_rows=functools.partial(head_rows, counts=counts), turned=turned):
             yield
     finally:
         cfg._attn_implementation_internal = before

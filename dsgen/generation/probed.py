@@ -37,6 +37,8 @@ class Numerics:
         threads: whether one thread computes what several do (a Ray actor and a local run agree).
         cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
         failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
+        transposed: the counts whose blocks run the other kernel
+            (:func:`~dsgen.generation.decode_step.transposed`; the same bits, faster there).
     """
 
     attention: str = "softmax"
@@ -45,6 +47,7 @@ class Numerics:
     threads: bool = True
     cpu: str = ""
     failed: tuple[str, ...] = ()
+    transposed: tuple[int, ...] = ()
 
     def blocks(self, n: int) -> tuple[int, ...]:
         """The batch-invariant row blocks a step of ``n`` rows is multiplied in
@@ -56,7 +59,8 @@ class Numerics:
         return sum(row_blocks(n, self.counts))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed)}
+        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed),
+                "transposed": list(self.transposed)}
 
     def summary(self) -> str:
         """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant``."""

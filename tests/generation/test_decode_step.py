@@ -60,17 +60,20 @@ def test_the_counts_belong_to_the_thread_count_they_were_measured_at():
 
 def test_a_step_is_cut_into_invariant_blocks_where_the_large_regime_is_not_invariant():
     """Beyond the counts probed one by one only a sample is probed: where every sampled count passed (an AMD
-    EPYC) a step is one block; where some fail (an Intel Xeon with AVX-512: 16-56, 256, 257, 384, 512), a
-    step is cut into counts that passed, with as little padding as they allow, instead of padded to the next
-    large one (100 rows were forwarded as 256)."""
+    EPYC) a step is one block; where some fail (an Intel Xeon with AVX-512: 16-56 and from 193 on, so every
+    sampled count from 208), a step is cut into counts that passed, with as little padding as they allow
+    (counting a block as ``BLOCK_COST`` rows), instead of padded to the next large one (100 rows were
+    forwarded as 256), and pads to the next sampled count where that is cheaper than small blocks."""
     from dsgen.generation.decode_step import BLOCK_COST, LARGE_ROWS, row_blocks
 
+    assert set(range(208, 513, 16)) <= set(LARGE_ROWS)  # a step pads at most 15 rows on the Xeon's large kernel
     amd = (4, 8) + tuple(range(12, PROBED_ROWS + 1)) + LARGE_ROWS
     assert [row_blocks(n, amd) for n in (3, 5, 9, 13, 100, 600)] == [(4,), (8,), (12,), (13,), (100,), (600,)]
-    intel = tuple(range(16, 57)) + (256, 257, 384, 512)
+    intel = tuple(range(16, 57)) + tuple(c for c in LARGE_ROWS if c >= 193)
     assert row_blocks(5, intel) == (16,) and row_blocks(40, intel) == (40,) and row_blocks(100, intel) == (56, 44)
-    assert row_blocks(300, intel) == (257, 43) and row_blocks(1000, intel) == (512, 512)
-    for n in range(1, 1100):  # never dearer than cutting n into blocks of at most 56 (a block counted as 16 rows)
+    assert row_blocks(150, intel) == (208,) and row_blocks(300, intel) == (304,)
+    assert row_blocks(1000, intel) == (512, 496)
+    for n in range(1, 1100):  # never dearer than cutting n into blocks of at most 56
         blocks = row_blocks(n, intel)
         cost = sum(blocks) + BLOCK_COST * len(blocks)
         assert all(b in intel for b in blocks) and n <= sum(blocks) and cost <= max(n, 16) + BLOCK_COST * -(-n // 56), n
@@ -80,20 +83,50 @@ def test_a_step_is_cut_into_invariant_blocks_where_the_large_regime_is_not_invar
 def test_a_step_in_several_blocks_gives_each_row_the_bits_of_one_block():
     """A step cut into blocks of invariant counts gives every row, the output head's included, the bits of the step
     in one block of an invariant count: the largest count the model's probe found that two others add up to (512 =
-    256 + 256 on an AMD EPYC; 30 = 24 + 6 for a tiny model on an Intel CPU's AVX2 path)."""
-    from dsgen.generation.decode_step import blocked_linears, model_counts
+    256 + 256 on an AMD EPYC; 30 = 24 + 6 for a tiny model on an Intel CPU's AVX2 path), each block by the kernel
+    the probe chose for its count."""
+    from dsgen.generation.decode_step import blocked_linears, model_kernels
 
     model, tok = build_tiny_lm(seed=6)
-    counts = model_counts(model)
+    counts, turned = model_kernels(model)
     n, a = next((n, a) for n in reversed(counts) for a in reversed(counts) if a < n and n - a in counts)
     ids = torch.randint(3, len(tok), (n, 1))
     with torch.inference_mode():
-        with blocked_linears(model, lambda rows: (n,)):
+        with blocked_linears(model, lambda rows: (n,), turned=turned):
             whole = model(input_ids=ids, use_cache=False).logits
-        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,)):
+        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,), turned=turned):
             cut = model(input_ids=ids, use_cache=False).logits
     assert torch.equal(cut, whole)
     assert "forward" not in vars(model.model.layers[0].mlp.up_proj)  # restored
+
+
+def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_probe_says():
+    """The other kernel (the weight times the rows' transpose) at every small count where it gives a row the bits of
+    the large batch (speed aside: ``timed=False``; an Intel Xeon's AVX-512 path: 2-56, an AMD EPYC's: 12-64), mixed
+    with plain blocks in one step, gives every row, the output head's included, the bits of the step in one plain
+    block; the probe runs a count that way only where it found that (and none where it found nothing)."""
+    from dsgen.generation.decode_step import (LAYER_SHAPES, blocked_linears, invariant_counts, layer_shapes,
+                                              model_kernels, transposed_counts)
+
+    model, tok = build_tiny_lm(seed=6)
+    shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
+    plain, either = invariant_counts(shapes), transposed_counts(shapes, False)
+    counts, turned = model_kernels(model)
+    assert set(turned) <= set(either) and set(either) - set(plain) <= set(turned)  # the one kernel a count has
+    assert set(counts) == set(plain) | set(turned)
+    if not either:
+        pytest.skip(f"the transposed kernel gives no count the bits of a large batch here ({plain[:3]}...)")
+    n = max(plain)
+    ids = torch.randint(3, len(tok), (n, 1))
+    plan = []
+    while sum(plan) < n:  # every count the other kernel passes, then plain blocks of one count, padded
+        plan.append(either[len(plan) % len(either)] if sum(plan) < n // 2 else max(c for c in plain if c <= n))
+    with torch.inference_mode():
+        with blocked_linears(model, lambda rows: (n,)):
+            whole = model(input_ids=ids, use_cache=False).logits
+        with blocked_linears(model, lambda rows: tuple(plan) if rows == n else (rows,), turned=either):
+            cut = model(input_ids=ids, use_cache=False).logits
+    assert torch.equal(cut, whole), (plan, either)
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])

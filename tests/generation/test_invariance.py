@@ -5,6 +5,8 @@ ones, and on an Intel Xeon's MKL where an AMD CPU has AVX-512: tests/generation/
 find a batch-invariant path on each, and the decoder must stop sharing where it finds none.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -12,7 +14,7 @@ from dsgen.generation import invariance
 from dsgen.generation.decode_step import exact_softmax, model_counts
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.invariance import numerics, probe
-from dsgen.generation.probed import ATTENTIONS, Numerics, assume
+from dsgen.generation.probed import ATTENTIONS, assume
 from dsgen.generation.sampling import SamplingConfig
 from tests.conftest import build_tiny_lm
 from tests.generation.test_decoding import QuoteBias, Script, make_requests
@@ -57,7 +59,7 @@ def test_where_no_path_is_exact_the_decoder_stops_sharing_and_says_so(monkeypatc
         with assume(found):
             dec = DebiasedDecoder(model, tok, sampling, max_rows=16)
             unshared = dec.decode(reqs, seed=3)
-        with assume(Numerics(found.attention, found.counts, False, True, found.cpu)):
+        with assume(dataclasses.replace(found, shared=False)):
             again = DebiasedDecoder(model, tok, sampling, max_rows=16, share_rows=False).decode(reqs, seed=3)
     assert dec.stats["row_forks"] == 0 and dec.stats["forward_rows"] >= dec.stats["unshared_rows"]
     assert dec.stats["prefill_batches"] == dec.stats["prefill_suffix_batches"]  # no shared prefix computed apart
