@@ -16,7 +16,7 @@ Printed, all measured in this run:
   and its greedy agreement with float32;
 - optionally (``--row-counts``) the core at the fastest batch with decode steps cut into another CPU's
   batch-invariant row counts and the exact-sum softmax, as its probe would choose them (an Intel Xeon with
-  AVX-512 and no bf16: ``16-56,256,257,384,512``, README *Generation numerics*): what that CPU's numerics
+  AVX-512 and no bf16, its plain kernel: ``16-56,193-512``, README *Generation numerics*): what that CPU's numerics
   cost in speed, measured here (the bits are this CPU's, so only the time means anything), against the
   mean of the core's run before it and another after it.
 

@@ -31,7 +31,8 @@ def bench_generation(
         help="Also time an opt-in lower-precision copy: int8 or bfloat16.")] = None,
     row_counts: Annotated[Optional[str], typer.Option(
         help="Also time the core at the fastest batch with decode steps cut into these row counts and the exact-sum "
-             "softmax, as on a CPU whose probe found them, e.g. an Intel Xeon's 16-56,256,257,384,512 (speed only).")] = None,
+             "softmax, as on a CPU whose probe found them, e.g. an Intel Xeon's plain kernel's 16-56,193-512 "
+             "(speed only).")] = None,
     json_out: o.JsonFile = None,
     seed: o.LegacySeed = None,
 ) -> None:
