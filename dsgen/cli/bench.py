@@ -61,8 +61,8 @@ def bench_generation(
 
 def parse_counts(text: str) -> list[int]:
     """``"16-56,256"`` -> [16, 17, ..., 56, 256]; a one-line error for anything else. Counts run from 1 to the
-    largest step :func:`~dsgen.generation.decode_step.row_blocks` plans as a whole (``ROW_BLOCK_LIMIT``)."""
-    from dsgen.generation.decode_step import ROW_BLOCK_LIMIT as MAX_ROW_COUNT
+    largest step :func:`~dsgen.generation.kernels.row_blocks` plans as a whole (``ROW_BLOCK_LIMIT``)."""
+    from dsgen.generation.kernels import ROW_BLOCK_LIMIT as MAX_ROW_COUNT
 
     counts: set[int] = set()
     for part in text.split(","):

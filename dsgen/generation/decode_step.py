@@ -22,30 +22,21 @@ threads. Four things make a forward pass *batch-invariant* on the CPU:
   exactly instead (:func:`exact_softmax`): every term is rounded to a multiple of 2^-40 and summed in
   float64, where such a sum has no rounding at all, so it is the same bits in any order, width or
   lane layout (invariant by construction, at a relative cost of a few percent of a step).
-- **Row counts**: a linear layer gives every row the same bits at any row count from 12 on (and
-  at 4 and 8) with MKL on a 2-core AMD EPYC (AVX2 and AVX-512 alike), not at 1-3, 5-7 or 9-11; on an
-  Intel Xeon (AVX-512, no bf16) only at 16-56 and from 193 on (MKL's middle kernel, 57-192 rows, rounds
-  otherwise); on an Intel
-  CPU's AVX2 path at 48 on (two threads; 56 on at one) for SmolLM2, and for a tiny model's narrow layers, whose
-  512-row batch gives some rows bits of their own, only at 4-6, 10-12, ... 28-30 (the bits of 4-row blocks). A
-  step's rows are cut into blocks whose counts are batch-invariant (:func:`row_blocks`, as few and as
-  little padding as the counts allow: one block on the AMD EPYC; 56 + 44 for 100 rows, 208 for 150, on the Xeon),
-  probed on the CPU it runs on, at the model's own layer shapes (:func:`invariant_counts`), and
-  every linear layer runs block by block (:func:`blocked_linears`).
-- **Two kernels per count**: a block's product can also be computed as the weight times the rows' transpose
-  (:func:`transposed`), which MKL runs with another kernel. On an Intel Xeon's AVX-512 path that kernel gives a row
-  the bits of the large batch at every count from 2 to 56, in 0.4-0.8 of the plain multiply's time, so a short step
-  (the last tries of each item) is neither padded to 16 rows nor run on the slow small kernel there. Which counts run
-  that way is probed with the counts (:func:`transposed_counts`: where it is invariant and the plain multiply is not,
-  or where it is timed faster); on the AMD EPYC's paths and an Intel CPU's AVX2 path no count is.
+- **Row counts and kernels**: a linear layer gives every row the bits of a large batch only at some row counts
+  (MKL on a 2-core AMD EPYC: 4, 8 and every count from 12 on; on an Intel Xeon's AVX-512 path 16-56 and from 193
+  on, and 2-56 with the weight times the rows' transpose, another kernel), probed on the CPU it runs on at the model's
+  own layer shapes (:mod:`dsgen.generation.kernels`). A step's rows are cut into blocks of those counts, as few and
+  with as little padding as the counts allow (:func:`~dsgen.generation.kernels.row_blocks`: one block on the AMD
+  EPYC; 56 + 44 for 100 rows, 208 for 150, on the Xeon), and every linear layer runs block by block, each block
+  with the kernel probed for its count (:func:`blocked_linears`).
 - **The output head** is computed in blocks of ``HEAD_BLOCK`` vocabulary columns (:func:`blocked_head`): the
   same bits as one matrix multiply on the CPUs met but an Intel CPU's AVX2 path (each logit is the same dot
   product), 1.3-1.5x faster on this CPU because a block of the weight matrix stays in cache; there, the same bits
   on one thread as on two.
 
 A prompt's prefill is made exact differently, by shapes that are a function of the prompt alone (row blocks of
-one probed count; :mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears`, :func:`model_counts` and
-:func:`exact_softmax` from here.
+one probed count; :mod:`dsgen.generation.prefill_step`); it uses :func:`blocked_linears` and :func:`exact_softmax`
+from here.
 
 Written here because transformers offers a per-model choice of attention but no batch-invariant
 kernel, and no blocked output head. The maths are those of the model's own attention (scaled dot
@@ -59,284 +50,13 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dsgen.generation.kernels import HEAD_BLOCK, invariant_key_columns, invariant_rows, transposed
+
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
 ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
 ATTENTION_NAMES = {"softmax": ROW_ATTENTION, "exact-sum": ROW_ATTENTION_EXACT}  # a probe's choice -> name
 EXACT_QUANTUM = 2.0 ** -40  # exact_softmax rounds each term to a multiple of this before its exact sum
-# vocabulary columns per block of the output head (a 3.5 MB block for SmolLM2). 1536, not 2048: on an Intel CPU's AVX2
-# path MKL gives the last 8 columns of a 1024- or 2048-column product other bits on one thread than on two (MKL splits
-# the columns between its threads); at 1536 every CPU kind met gives one and two threads the same bits, and on AMD
-# paths and an AVX-512 Xeon's the bits of 2048-column blocks (each logit is the same dot product)
-HEAD_BLOCK = 1536
-# row_blocks: a block costs as much as this many more rows: a 16-56-row multiply on an AVX-512 Xeon's MKL path takes
-# about the time of 36 more rows of a large one (12 on an AMD EPYC, 5 on an Intel CPU's AVX2 path; results/benchmarks.md)
-BLOCK_COST = 32
-ROW_BLOCK_LIMIT = 4096  # row_blocks: steps beyond this many rows are cut into blocks of at most LARGE_ROWS[-1]
 _SAME_MATHS = ("sdpa", "eager")  # attention implementations whose maths row_attention reproduces
-
-
-PROBED_ROWS = 64  # every row count up to this is probed
-# and these beyond it (a decode step's rows at batch 512): every 16th, so that a step pads at most 15 rows where only
-# the large kernel is invariant (an AVX-512 Xeon's MKL path: from 193 rows on), and two odd counts
-LARGE_ROWS = tuple(sorted({*range(80, 513, 16), 129, 257}))
-KEY_COLUMNS = 96  # key widths below this are probed (a prompt's 18-token instruction head and its input)
-LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
-
-
-def _per_thread_count(measure: Callable[..., Any]) -> Callable[..., Any]:
-    """Remember what ``measure`` (a probe of this CPU's kernels) answers per argument and thread count: a
-    kernel's bits can depend on how many threads split its work, so an answer found at one thread count is
-    never given at another. ``cache_clear`` forgets every answer."""
-    @functools.lru_cache(maxsize=None)
-    def at(threads: int, *args: Any) -> Any:
-        return measure(*args)
-
-    @functools.wraps(measure)
-    def measured(*args: Any) -> Any:
-        import torch
-
-        return at(torch.get_num_threads(), *args)
-
-    measured.cache_clear = at.cache_clear  # type: ignore[attr-defined]
-    return measured
-
-
-@_per_thread_count
-def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
-    """The row counts at which this CPU's float32 matrix multiply, on the process's current thread count, gives
-    every row the bits it gets in a batch of ``LARGE_ROWS[-1]`` (512) rows, for linear layers of the given
-    ``(in, out)`` shapes: every count up to ``PROBED_ROWS`` and the sampled larger counts ``LARGE_ROWS``
-    (measured once per process, shape set and thread count, on seeded data; about 0.5 s for the default set).
-    MKL on a 2-core AMD EPYC (AVX2 or AVX-512) at two threads: 4, 8 and every count from 12 on; at one thread
-    every count from 4 on. The thread count is part of the answer (MKL splits a multiply's rows between its
-    threads), so a count found at one thread count is never used at another; another BLAS or CPU may choose
-    its small-batch kernels elsewhere, which is why this is probed rather than written down.
-
-    A count passes only if its rows get the reference's bits at both ends of the batch, so each of its rows gets the
-    bits the reference gives that row, wherever it sits, provided the reference does: its rows are checked for that
-    (the batch again, rolled by one row; a row's bits that depend on its position differ somewhere between two
-    neighbours). MKL's small-matrix path on an Intel CPU with AVX2 multiplies rows six at a time and gives the rows of
-    a tail of one to three other bits, so a 512-row batch of a narrow layer (32 inputs) on one thread (512 = 85 x 6
-    + 2) gives its last two rows bits of their own: there the reference of every shape is its rows in blocks of
-    ``SMALL_BLOCK`` (the counts 4-6, 10-12, 16-18... give those bits), and where that fails too, no count is invariant
-    and the answer is empty."""
-    import torch
-
-    found = _reference(shapes)
-    if found is None:
-        return ()
-    layers, fulls = found
-    reference = LARGE_ROWS[-1]
-    counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
-    for (w, x), full in zip(layers, fulls):
-        counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
-                                           for s in (0, reference - m))}
-    return tuple(sorted(counts))
-
-
-def _reference(shapes: tuple[tuple[int, int], ...]) -> tuple[list[tuple[Any, Any]], list[Any]] | None:
-    """Seeded ``(weight, rows)`` per shape and the rows' products in the probes' reference batch: one block of
-    ``LARGE_ROWS[-1]`` rows, else blocks of ``SMALL_BLOCK``, whichever gives a row the same bits wherever it sits
-    (:func:`invariant_counts`); None where neither does."""
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    reference = LARGE_ROWS[-1]
-    layers = [(torch.randn(n, k, generator=gen), torch.randn(reference, k, generator=gen)) for k, n in shapes]
-    for block in (reference, SMALL_BLOCK):  # the reference: one block, else blocks of SMALL_BLOCK rows
-        fulls = [_in_blocks(x, w, block) for w, x in layers]
-        # a row whose bits depend on where it sits gets other bits than a neighbour somewhere: the rows rolled by one
-        if all(torch.equal(_in_blocks(torch.roll(x, 1, 0), w, block), torch.roll(full, 1, 0))
-               for (w, x), full in zip(layers, fulls)):
-            return layers, fulls
-    return None
-
-
-def transposed(x: Any, w: Any) -> Any:
-    """``x`` times the transpose of ``w`` (a linear layer's ``[out, in]`` weight, no bias) computed as ``w`` times
-    the transpose of ``x``: the same products, another kernel (the row count is the matrix multiply's other
-    dimension), whose bits at a row count may differ from the plain multiply's."""
-    import torch
-
-    return torch.mm(w, x.t()).t()
-
-
-@_per_thread_count
-def transposed_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, timed: bool = True) -> tuple[int, ...]:
-    """The row counts, up to ``PROBED_ROWS``, at which a step's blocks run :func:`transposed`: where that gives
-    every row the bits of :func:`invariant_counts`' reference (so any mix of the two kernels gives a row the same
-    bits), and either the plain multiply does not there or this is faster, as timed on the shapes (at most
-    ``TRANSPOSED_SHARE`` of its time at three counts both pass; ``timed=False``: every count it is invariant at).
-
-    MKL on an Intel Xeon's AVX-512 path (emulated on an AMD EPYC) multiplies 2-56 rows this way with the bits of a
-    512-row batch, where the plain multiply has them only at 16-56, in 0.4-0.8 of its time (16 rows of SmolLM2's
-    layers: 0.87 ms against 2.05); on an AMD EPYC's paths the plain multiply is invariant wherever this is and as fast
-    or faster, and on an Intel CPU's AVX2 path this is invariant nowhere, so no count is run this way there. Which
-    kernel a count runs changes speed only: either gives a row the reference's bits."""
-    import torch
-
-    found = _reference(shapes)
-    if found is None:
-        return ()
-    layers, fulls = found
-    reference = LARGE_ROWS[-1]
-    counts = set(range(1, PROBED_ROWS + 1))
-    for (w, x), full in zip(layers, fulls):
-        counts = {m for m in counts if all(torch.equal(transposed(x[s:s + m], w), full[s:s + m])
-                                           for s in (0, reference - m))}
-    both = sorted(counts & set(invariant_counts(shapes)))
-    if timed and both and not _faster_transposed(layers, both[len(both) // 4::len(both) // 3 + 1][:3]):
-        counts -= set(both)
-    return tuple(sorted(counts))
-
-
-TRANSPOSED_SHARE = 0.8  # transposed_counts: a count both kernels pass runs transposed if it takes at most this share
-
-
-def _faster_transposed(layers: list[tuple[Any, Any]], sample: list[int], rounds: int = 5) -> bool:
-    """Whether :func:`transposed` multiplies ``sample``'s row counts through the layers in at most
-    ``TRANSPOSED_SHARE`` of the plain multiply's time (the best of ``rounds`` alternating rounds each)."""
-    import time
-
-    import torch
-
-    best = {"plain": float("inf"), "transposed": float("inf")}
-    for _ in range(rounds):
-        for kind, multiply in (("plain", torch.nn.functional.linear), ("transposed", transposed)):
-            start = time.perf_counter()
-            for m in sample:
-                for w, x in layers:
-                    multiply(x[:m], w)
-            best[kind] = min(best[kind], time.perf_counter() - start)
-    return best["transposed"] <= TRANSPOSED_SHARE * best["plain"]
-
-
-SMALL_BLOCK = 4  # the reference's rows in blocks of this many where one block of them is not invariant
-
-
-def _in_blocks(x: Any, w: Any, block: int) -> Any:
-    """``x`` times ``w`` (a linear layer's), its rows multiplied ``block`` at a time."""
-    import torch
-
-    return torch.cat([torch.nn.functional.linear(x[i:i + block], w) for i in range(0, x.shape[0], block)])
-
-
-def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
-    """(in, out) of every distinct linear layer of ``model`` (and of the output head's blocks)."""
-    import torch
-
-    shapes = set()
-    for module in model.modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(module, torch.nn.Linear):
-            shapes.add((int(weight.shape[1]), int(weight.shape[0])))
-        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:  # GPT-2's projections
-            shapes.add((int(weight.shape[0]), int(weight.shape[1])))
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "weight", None) is not None:
-        vocab, hidden = (int(x) for x in head.weight.shape)
-        shapes.discard((hidden, vocab))
-        shapes.add((hidden, min(vocab, HEAD_BLOCK)))
-    return tuple(sorted(shapes))
-
-
-def model_kernels(model: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(counts, transposed)`` for ``model`` at the current thread count: the row counts at which every linear layer
-    (and the default shapes, so that a tiny model's steps are cut as a real one's) gives every row the bits of a large
-    batch with one of the two kernels (:func:`invariant_counts`, all shapes against one kind of reference; empty
-    where none does), and those of them its blocks run :func:`transposed` (:func:`transposed_counts`; none where a
-    layer has a bias or is not a ``torch.nn.Linear``, whose other kernels are not probed)."""
-    import torch
-
-    shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
-    counts = invariant_counts(shapes)
-    plain = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in model.modules()
-                if getattr(m, "weight", None) is not None and m.weight.dim() == 2
-                and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"))
-    turned = transposed_counts(shapes) if plain and counts else ()
-    return tuple(sorted(set(counts) | set(turned))), turned
-
-
-def model_counts(model: Any) -> tuple[int, ...]:
-    """The row counts at which every linear layer of ``model`` gives every row the bits of a large batch, with the
-    kernel :func:`model_kernels` picks for the count."""
-    return model_kernels(model)[0]
-
-
-def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
-    """The row count to pad a step of ``rows`` rows to, so that a linear layer gives each row the bits
-    it gets in any large batch: the sum of :func:`row_blocks` (``counts`` default:
-    :func:`invariant_counts` of the default shapes)."""
-    return sum(row_blocks(rows, invariant_counts() if counts is None else tuple(counts)))
-
-
-@functools.lru_cache(maxsize=4096)
-def row_blocks(rows: int, counts: tuple[int, ...]) -> tuple[int, ...]:
-    """Block sizes, each a batch-invariant row count among ``counts``, that hold ``rows`` rows: the
-    fewest rows forwarded, counting each block as ``BLOCK_COST`` more rows (a small matrix multiply runs
-    below a large one's speed), then the fewest blocks, the largest first: a function of ``rows`` and
-    ``counts`` alone. A linear layer run block by block (:func:`blocked_linears`) then gives every row
-    the bits it gets in any large batch, with little more padding than the counts force.
-
-    Beyond ``PROBED_ROWS`` only a sample of counts is probed (``LARGE_ROWS``): where every sampled
-    count passed, the large-batch kernel is taken as one regime and ``rows`` is one block (MKL on an
-    AMD EPYC: every count from 12 on is invariant, so every step is one block, as in earlier
-    releases); elsewhere only the counts that passed are used (an Intel Xeon's 100 rows: 56 + 44; its
-    150: 208, every 16th count from 208 on having passed).
-    Without any count (a GPU, no probe): ``rows`` as one block."""
-    if not counts or (rows > PROBED_ROWS and set(LARGE_ROWS) <= set(counts)):
-        return (rows,)
-    if rows > ROW_BLOCK_LIMIT:  # whole blocks of the largest count, then the rest
-        big = counts[-1]
-        head = (rows - ROW_BLOCK_LIMIT + big - 1) // big
-        return (big,) * head + row_blocks(rows - head * big, counts)
-    # fewest blocks for every total up to one block that holds them all (a knapsack over the counts)
-    limit = next((c for c in counts if c >= rows), rows + counts[-1])
-    never = limit + 1
-    fewest = [0] + [never] * limit
-    for total in range(1, limit + 1):
-        fewest[total] = min((fewest[total - c] + 1 for c in counts if c <= total), default=never)
-    reachable = [t for t in range(rows, limit + 1) if fewest[t] < never]
-    if not reachable:
-        return (rows,)
-    total = min(reachable, key=lambda t: (t + BLOCK_COST * fewest[t], fewest[t]))
-    blocks = []
-    while total:
-        c = max(c for c in counts if c <= total and fewest[total - c] == fewest[total] - 1)
-        blocks.append(c)
-        total -= c
-    return tuple(blocks)
-
-
-@_per_thread_count
-def invariant_key_columns(head_dim: int) -> int:
-    """The fewest key columns from which this CPU's batched matrix multiply of queries by keys
-    (``[M, D] x [D, L]``) gives every score the bits it gets at ``KEY_COLUMNS`` (96) columns, for the
-    query row counts a prefill uses (probed once per head size). MKL on a 2-core AMD EPYC, AVX2 or
-    AVX-512: 12 for ``D`` from 16 to 128, 13 for ``D`` = 8. A prefill pads its keys
-    to at least this many (masked zeros), so that a short prompt batched alone gets the bits it
-    gets beside long ones. Like :func:`invariant_counts`, measured per thread count."""
-    import torch
-
-    gen = torch.Generator().manual_seed(1)
-    smallest = 1
-    for m in (4, 8, 12, 16):
-        q = torch.randn(2, m, head_dim, generator=gen)
-        k = torch.randn(2, KEY_COLUMNS, head_dim, generator=gen)
-        full = torch.bmm(q, k.transpose(1, 2))
-        for n in range(KEY_COLUMNS - 1, 0, -1):
-            if not torch.equal(torch.bmm(q, k[:, :n].transpose(1, 2)), full[..., :n]):
-                smallest = max(smallest, n + 1)
-                break
-    return smallest
-
-
-def forget_probed_kernels() -> None:
-    """Forget what this process measured of its kernels (:func:`invariant_counts`, :func:`transposed_counts`,
-    :func:`invariant_key_columns`): the next call measures again (a test that replaces the kernels)."""
-    invariant_counts.cache_clear()
-    transposed_counts.cache_clear()
-    invariant_key_columns.cache_clear()
 
 
 def exact_softmax(scores: Any) -> Any:
@@ -444,8 +164,9 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
     writing into ``out`` (``[rows, vocab]``, reused across calls) when the rows fit, else into a new
     tensor. A reused buffer matters on the CPU: a fresh 50 MB tensor per step is fresh memory pages,
     and touching them the first time costs as much as a tenth of the step. With ``rows`` (a plan of
-    row blocks, :func:`row_blocks`), the rows too are multiplied block by block (zero rows pad the last), a block
-    whose row count is in ``turned`` by :func:`transposed` (a head without a bias)."""
+    row blocks, :func:`~dsgen.generation.kernels.row_blocks`), the rows too are multiplied block by block (zero
+    rows pad the last), a block whose row count is in ``turned`` by :func:`~dsgen.generation.kernels.transposed`
+    (a head without a bias)."""
     import torch
 
     weight, bias = head.weight, head.bias
@@ -508,9 +229,9 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
     """``forward`` for a linear layer (``torch.nn.Linear``, or GPT-2's ``Conv1D``, whose weight is
     ``[in, out]``) that multiplies its input rows in the blocks ``rows(n)`` plans, zero rows padding
     the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
-    bias), at the block's row count, or :func:`transposed` where the count is in ``turned`` (a
-    ``torch.nn.Linear`` without a bias). A plan of one plain block of exactly ``n`` rows is the layer's own
-    forward, untouched."""
+    bias), at the block's row count, or :func:`~dsgen.generation.kernels.transposed` where the count is in
+    ``turned`` (a ``torch.nn.Linear`` without a bias). A plan of one plain block of exactly ``n`` rows is the
+    layer's own forward, untouched."""
     import torch
 
     own = module.forward
@@ -548,13 +269,14 @@ def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any
                     head_rows: Callable[[int], tuple[int, ...]] | None = None, turned: tuple[int, ...] = ()
                     ) -> Iterator[None]:
     """Within the block, every linear layer of ``model`` multiplies its rows (a step's rows, or a
-    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by :func:`transposed`
-    (:func:`row_blocked`; the probe's choice, :func:`model_kernels`), and the output head also
+    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by the other kernel
+    (:func:`row_blocked`; the probe's choice, :func:`~dsgen.generation.kernels.model_kernels`), and the output head also
     by vocabulary columns, into ``out`` when given, its rows in the blocks ``head_rows`` plans (default
     ``rows``; :func:`blocked_output_head`).
 
     So that a row's bits do not depend on how many rows it is multiplied with: each block's row
-    count is one the CPU's kernel gives every row the same bits at (:func:`row_blocks`, probed), or
+    count is one the CPU's kernel gives every row the same bits at (probed:
+    :func:`~dsgen.generation.kernels.row_blocks`), or
     the same fixed count for every block (the prefill, :mod:`dsgen.generation.prefill_step`). Only
     plain layers are blocked (a module with a ``forward`` of its own keeps it); hooks on the modules
     still see every call."""
@@ -597,7 +319,5 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["PROBED_ROWS", "LARGE_ROWS", "invariant_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
-           "forget_probed_kernels", "layer_shapes", "model_counts", "model_kernels", "transposed", "transposed_counts",
-           "exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
-           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES", "HEAD_BLOCK"]
+__all__ = ["exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
+           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES"]

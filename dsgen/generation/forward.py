@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.generation.decode_step import model_kernels
+from dsgen.generation.kernels import model_kernels
 from dsgen.generation.prefill_step import Packing, packed_prefill, prefill_rows
 from dsgen.generation.probed import Numerics
 
@@ -144,7 +144,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
             (:func:`dsgen.generation.invariance.numerics`): its softmax (``attention`` overrides it;
             without either, PyTorch's) and its batch-invariant row counts, which let the last row block be
             cut to the tokens' need (:func:`~dsgen.generation.prefill_step.fixed_blocks`). Without it (a
-            judge), a CPU model's counts are measured here (:func:`~dsgen.generation.decode_step.model_kernels`,
+            judge), a CPU model's counts are measured here (:func:`~dsgen.generation.kernels.model_kernels`,
             once per process, model shapes and thread count); where none gives a row the same bits wherever it
             sits in a block, the rows run one per pass.
         keep_cache: return the new tokens' keys and values (False: logits only, as a judge needs).

@@ -48,7 +48,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.decode_step import model_kernels
+from dsgen.generation.kernels import model_kernels
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 

@@ -17,7 +17,7 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
   block: MKL on an Intel CPU's AVX2 path multiplies small matrices six rows at a time and gives a tail of one to
   three rows other bits (the last two rows of a 32-row block; for a layer of 32 inputs, rows 126-127 and 254-255 of
   a 256-row one on two threads). So the sizes are the machine's: where its probe (:mod:`dsgen.generation.invariance`,
-  :func:`~dsgen.generation.decode_step.model_counts`) found 256 (and 32) among the row counts at which its matrix
+  :func:`~dsgen.generation.kernels.model_counts`) found 256 (and 32) among the row counts at which its matrix
   multiply gives every row the bits of a large batch wherever it sits, those; else the smallest such count above
   them (48 rows of SmolLM2's head on the Intel AVX2 path), or the largest found (30 for a tiny model there). Every CPU
   met but that path has 256 and 32 among its counts (MKL on AMD EPYC, AVX2 and AVX-512; on an Intel Xeon with
@@ -32,7 +32,7 @@ sharing. Here the shapes a prompt's bits depend on are fixed, or a function of t
 - **Attention one prompt at a time** (:func:`prompt_attention`): a prompt's queries attend to its own keys
   only (its cached past, then its new tokens), ``[rep * QUERY_BLOCK, D] x [D, L]`` per block of
   ``QUERY_BLOCK`` (16) query positions aligned to multiples of 16 (zero queries fill a block), per key-value
-  head, ``L`` the prompt's own length (at least :func:`~dsgen.generation.decode_step.invariant_key_columns`,
+  head, ``L`` the prompt's own length (at least :func:`~dsgen.generation.kernels.invariant_key_columns`,
   masked zero keys beyond it). Every shape, and where in it a query or key sits, is a function of the
   prompt and the position alone, so the scores, the softmax over ``L`` columns (PyTorch's or the exact-sum
   one, :func:`~dsgen.generation.decode_step.exact_softmax`) and the weighted sum of values are the same bits
@@ -54,7 +54,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsgen.generation.decode_step import blocked_linears, exact_softmax, invariant_key_columns, row_blocks
+from dsgen.generation.decode_step import blocked_linears, exact_softmax
+from dsgen.generation.kernels import invariant_key_columns, row_blocks
 
 PREFILL_ROWS = 256  # token rows per block of every linear layer in a prefill
 HEAD_ROWS = 32  # prompts per block of the output head in a prefill (only each prompt's last token)
@@ -65,7 +66,7 @@ PREFILL_ATTENTION = {"softmax": "dsgen_prefill", "exact-sum": "dsgen_prefill_exa
 def fixed_blocks(rows: int, size: int, counts: tuple[int, ...] = ()) -> tuple[int, ...]:
     """Row blocks of ``size`` rows each, as many as ``rows`` fills whole; the rest in one more block of ``size``
     (zero rows pad it), or, where the machine's probe found ``size`` among the batch-invariant row counts
-    ``counts``, in blocks of those counts (:func:`~dsgen.generation.decode_step.row_blocks`): the same bits
+    ``counts``, in blocks of those counts (:func:`~dsgen.generation.kernels.row_blocks`): the same bits
     (every count in ``counts`` gives a row the bits of any large batch, ``size`` included) with less padding.
     Where the probe found counts but not ``size``, the smallest count above it takes its place: a block of
     ``size`` rows need not give a row the same bits wherever it sits in the block (MKL on an Intel CPU's AVX2
@@ -246,7 +247,7 @@ def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", cou
     token's own position) computes every prompt's bits on their own (module docstring): attention by
     :func:`prompt_attention` with PyTorch's softmax or the exact-sum one (``attention``), linear layers
     in fixed row blocks (those of a count in ``turned`` by the other kernel,
-    :func:`~dsgen.generation.decode_step.transposed`). The model's attention implementation is restored after."""
+    :func:`~dsgen.generation.kernels.transposed`). The model's attention implementation is restored after."""
     _register()
     cfg = model.config
     before = cfg._attn_implementation

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.decode_step import row_blocks
+from dsgen.generation.kernels import row_blocks
 
 ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
 
@@ -38,7 +38,7 @@ class Numerics:
         cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
         failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
         transposed: the counts whose blocks run the other kernel
-            (:func:`~dsgen.generation.decode_step.transposed`; the same bits, faster there).
+            (:func:`~dsgen.generation.kernels.transposed`; the same bits, faster there).
     """
 
     attention: str = "softmax"
@@ -51,7 +51,7 @@ class Numerics:
 
     def blocks(self, n: int) -> tuple[int, ...]:
         """The batch-invariant row blocks a step of ``n`` rows is multiplied in
-        (:func:`~dsgen.generation.decode_step.row_blocks`)."""
+        (:func:`~dsgen.generation.kernels.row_blocks`)."""
         return row_blocks(n, self.counts)
 
     def rows(self, n: int) -> int:

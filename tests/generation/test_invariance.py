@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from dsgen.generation import invariance
-from dsgen.generation.decode_step import exact_softmax, model_counts
+from dsgen.generation.decode_step import exact_softmax
+from dsgen.generation.kernels import model_counts
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.invariance import numerics, probe
 from dsgen.generation.probed import ATTENTIONS, assume

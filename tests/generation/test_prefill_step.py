@@ -15,7 +15,7 @@ import contextlib
 import pytest
 import torch
 
-from dsgen.generation import decode_step
+from dsgen.generation import kernels
 from dsgen.generation.batch import PromptBank
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import extend_rows, forward_last, pad_id, returned_cache, tokenize
@@ -77,20 +77,20 @@ class IntelLikeGemm:
         self.mp.setattr(torch, "mm", mm_)
         self.mp.setattr(torch, "addmm", addmm_)
         self.mp.setattr(torch, "bmm", bmm_)
-        decode_step.forget_probed_kernels()
+        kernels.forget_probed_kernels()
         return self
 
     def __exit__(self, *exc):
         self.mp.undo()
-        decode_step.forget_probed_kernels()
+        kernels.forget_probed_kernels()
 
 
 def simulated_here() -> None:
     """The simulation rounds on top of this machine's own kernels, so it models the Xeon only where those give the
     tiny models' rows the bits of a large batch at the Xeon's counts (MKL on an AMD EPYC, or on the Xeon itself); an
     Intel CPU's AVX2 path does not (a tiny model's rows get those bits only at 4-6, 10-12, ... 28-30 rows there)."""
-    own = set(decode_step.model_counts(build_tiny_lm(seed=11)[0])) & set(
-        decode_step.model_counts(build_tiny_lm(seed=11, arch="gpt2")[0]))
+    own = set(kernels.model_counts(build_tiny_lm(seed=11)[0])) & set(
+        kernels.model_counts(build_tiny_lm(seed=11, arch="gpt2")[0]))
     if not INTEL_COUNTS <= own:
         pytest.skip(f"this machine's own kernels give a tiny model's rows the same bits at {sorted(own)} rows, not at "
                     "every count of the Xeon's: the simulation on top of them is not the Xeon")
@@ -108,9 +108,9 @@ def test_the_simulation_gives_the_counts_the_xeon_gave_and_breaks_the_plain_batc
     the default shapes: all on an AMD EPYC), and the plain left-padded forward (the judge's earlier path; the
     prefill's earlier layout multiplied ``rows x tokens`` rows too) gives a prompt other bits beside others than
     alone: the failure CI saw on the Xeon."""
-    own = decode_step.invariant_counts()
+    own = kernels.invariant_counts()
     with IntelLikeGemm(monkeypatch) as intel:
-        counts = decode_step.invariant_counts()
+        counts = kernels.invariant_counts()
         assert set(counts) == INTEL_COUNTS & set(own) and {56, 256, 512} <= set(counts)
         assert not {1, 4, 8, 12, 57, 64, 96, 128, 192} & set(counts)
         model, tok = build_tiny_lm(seed=11)
