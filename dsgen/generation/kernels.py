@@ -42,6 +42,7 @@ PROBED_ROWS = 64  # every row count up to this is probed
 LARGE_ROWS = tuple(sorted({*range(80, 513, 16), 129, 257}))
 KEY_COLUMNS = 96  # key widths below this are probed (a prompt's 18-token instruction head and its input)
 LAYER_SHAPES = ((576, 1536), (1536, 576), (64, 192))  # (in, out) probed for any model: SmolLM2's MLP, a head's
+TRANSPOSED_SHARE = 0.8  # transposed_counts: a count both kernels pass runs transposed if it takes at most this share
 
 
 def _per_thread_count(measure: Callable[..., Any]) -> Callable[..., Any]:
@@ -87,10 +88,18 @@ def invariant_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tupl
     if found is None:
         return ()
     layers, fulls = found
+    return _passing(set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS), layers, fulls, torch.nn.functional.linear)
+
+
+def _passing(counts: set[int], layers: list[tuple[Any, Any]], fulls: list[Any],
+             multiply: Callable[[Any, Any], Any]) -> tuple[int, ...]:
+    """Those of ``counts`` at which ``multiply`` (rows, weight) gives the rows at both ends of every layer's reference
+    batch the reference's bits (:func:`_reference`)."""
+    import torch
+
     reference = LARGE_ROWS[-1]
-    counts = set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS)
     for (w, x), full in zip(layers, fulls):
-        counts = {m for m in counts if all(torch.equal(torch.nn.functional.linear(x[s:s + m], w), full[s:s + m])
+        counts = {m for m in counts if all(torch.equal(multiply(x[s:s + m], w), full[s:s + m])
                                            for s in (0, reference - m))}
     return tuple(sorted(counts))
 
@@ -134,24 +143,15 @@ def transposed_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, timed:
     layers: 0.87 ms against 2.05); on an AMD EPYC's paths the plain multiply is invariant wherever this is and as fast
     or faster, and on an Intel CPU's AVX2 path this is invariant nowhere, so no count is run this way there. Which
     kernel a count runs changes speed only: either gives a row the reference's bits."""
-    import torch
-
     found = _reference(shapes)
     if found is None:
         return ()
     layers, fulls = found
-    reference = LARGE_ROWS[-1]
-    counts = set(range(1, PROBED_ROWS + 1))
-    for (w, x), full in zip(layers, fulls):
-        counts = {m for m in counts if all(torch.equal(transposed(x[s:s + m], w), full[s:s + m])
-                                           for s in (0, reference - m))}
+    counts = set(_passing(set(range(1, PROBED_ROWS + 1)), layers, fulls, transposed))
     both = sorted(counts & set(invariant_counts(shapes)))
     if timed and both and not _faster_transposed(layers, both[len(both) // 4::len(both) // 3 + 1][:3]):
         counts -= set(both)
     return tuple(sorted(counts))
-
-
-TRANSPOSED_SHARE = 0.8  # transposed_counts: a count both kernels pass runs transposed if it takes at most this share
 
 
 def _faster_transposed(layers: list[tuple[Any, Any]], sample: list[int], rounds: int = 5) -> bool:
@@ -236,8 +236,8 @@ def row_blocks(rows: int, counts: tuple[int, ...]) -> tuple[int, ...]:
     """Block sizes, each a batch-invariant row count among ``counts``, that hold ``rows`` rows: the
     fewest rows forwarded, counting each block as ``BLOCK_COST`` more rows (a small matrix multiply runs
     below a large one's speed), then the fewest blocks, the largest first: a function of ``rows`` and
-    ``counts`` alone. A linear layer run block by block (:func:`blocked_linears`) then gives every row
-    the bits it gets in any large batch, with little more padding than the counts force.
+    ``counts`` alone. A linear layer run block by block (:func:`~dsgen.generation.decode_step.blocked_linears`)
+    then gives every row the bits it gets in any large batch, with little more padding than the counts force.
 
     Beyond ``PROBED_ROWS`` only a sample of counts is probed (``LARGE_ROWS``): where every sampled
     count passed, the large-batch kernel is taken as one regime and ``rows`` is one block (MKL on an
