@@ -113,7 +113,8 @@ class DebiasedGenerator(Generator):
 
     config_class = GenerationConfig
     citation = citations.DINO + "\n\n" + citations.SELF_DEBIASING
-    version = 2  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs
+    version = 3  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs; 3: oneDNN's
+    # linear layers where the machine's probe finds them batch-invariant (other bits than MKL's)
     supports_debiasing = True
 
     def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,

@@ -50,7 +50,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsgen.generation.kernels import HEAD_BLOCK, invariant_key_columns, invariant_rows, transposed
+from dsgen.generation.kernels import ATEN, HEAD_BLOCK, ONEDNN, invariant_key_columns, invariant_rows, onednn, transposed
 
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
 ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
@@ -159,14 +159,15 @@ def _register() -> None:
 
 
 def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
-                 rows: Callable[[int], tuple[int, ...]] | None = None, turned: frozenset[int] = frozenset()) -> Any:
+                 rows: Callable[[int], tuple[int, ...]] | None = None, turned: frozenset[int] = frozenset(),
+                 library: str = ATEN) -> Any:
     """``forward`` for a linear output head that multiplies one block of vocabulary columns at a time,
     writing into ``out`` (``[rows, vocab]``, reused across calls) when the rows fit, else into a new
     tensor. A reused buffer matters on the CPU: a fresh 50 MB tensor per step is fresh memory pages,
     and touching them the first time costs as much as a tenth of the step. With ``rows`` (a plan of
     row blocks, :func:`~dsgen.generation.kernels.row_blocks`), the rows too are multiplied block by block (zero
     rows pad the last), a block whose row count is in ``turned`` by :func:`~dsgen.generation.kernels.transposed`
-    (a head without a bias)."""
+    (a head without a bias); every block by :func:`~dsgen.generation.kernels.onednn` where ``library`` says so."""
     import torch
 
     weight, bias = head.weight, head.bias
@@ -190,7 +191,10 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
             w = weight[start:stop].t()
             r = 0
             for m in plan:
-                if m in turned and bias is None:
+                if library == ONEDNN:
+                    logits[r:r + m, start:stop] = onednn(flat[r:r + m], weight[start:stop],
+                                                         None if bias is None else bias[start:stop])
+                elif m in turned and bias is None:
                     logits[r:r + m, start:stop] = transposed(flat[r:r + m], weight[start:stop])
                 elif bias is None:
                     torch.mm(flat[r:r + m], w, out=logits[r:r + m, start:stop])
@@ -204,10 +208,10 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
 
 @contextlib.contextmanager
 def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple[int, ...]] | None = None,
-                        turned: frozenset[int] = frozenset()) -> Iterator[None]:
+                        turned: frozenset[int] = frozenset(), library: str = ATEN) -> Iterator[None]:
     """Within the block, the model's linear output head runs block by block (same values, faster on
     the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans, those of a count in ``turned``
-    transposed (see :func:`blocked_head`).
+    transposed, or all by oneDNN (``library``; see :func:`blocked_head`).
 
     The head module stays in place, so hooks registered on it still see every output."""
     import torch
@@ -218,41 +222,48 @@ def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple
     if not plain:
         yield
         return
-    head.forward = blocked_head(head, out=out, rows=rows, turned=turned)
+    head.forward = blocked_head(head, out=out, rows=rows, turned=turned, library=library)
     try:
         yield
     finally:
         del head.forward
 
 
-def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: frozenset[int] = frozenset()) -> Any:
+def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: frozenset[int] = frozenset(),
+                library: str = ATEN) -> Any:
     """``forward`` for a linear layer (``torch.nn.Linear``, or GPT-2's ``Conv1D``, whose weight is
     ``[in, out]``) that multiplies its input rows in the blocks ``rows(n)`` plans, zero rows padding
     the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
     bias), at the block's row count, or :func:`~dsgen.generation.kernels.transposed` where the count is in
-    ``turned`` (a ``torch.nn.Linear`` without a bias). A plan of one plain block of exactly ``n`` rows is the
-    layer's own forward, untouched."""
+    ``turned`` (a ``torch.nn.Linear`` without a bias), or every block by :func:`~dsgen.generation.kernels.onednn`
+    (``library``, a ``torch.nn.Linear``). A plan of one plain block of exactly ``n`` rows is the layer's own forward,
+    untouched."""
     import torch
 
     own = module.forward
     weight, bias = module.weight, module.bias
     w = weight.t() if isinstance(module, torch.nn.Linear) else weight
     turned = turned if isinstance(module, torch.nn.Linear) and bias is None else frozenset()
+    library = library if isinstance(module, torch.nn.Linear) else ATEN
 
     def forward(x: Any) -> Any:
         n = x.numel() // x.shape[-1] if x.shape[-1] else 0
         plan = rows(n)
-        if ((len(plan) == 1 and plan[0] == n and n not in turned)
+        if ((len(plan) == 1 and plan[0] == n and n not in turned and library == ATEN)
                 or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
             return own(x)
         flat = x.reshape(n, x.shape[-1])
         total = sum(plan)
         if total > n:
             flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
+        if library == ONEDNN and len(plan) == 1:  # one block: oneDNN's own output, no copy
+            return onednn(flat, weight, bias)[:n].view(*x.shape[:-1], w.shape[1])
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:
-            if m in turned:
+            if library == ONEDNN:
+                y[r:r + m] = onednn(flat[r:r + m], weight, bias)
+            elif m in turned:
                 y[r:r + m] = transposed(flat[r:r + m], weight)
             elif bias is None:
                 torch.mm(flat[r:r + m], w, out=y[r:r + m])
@@ -266,11 +277,12 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
 
 @contextlib.contextmanager
 def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any = None,
-                    head_rows: Callable[[int], tuple[int, ...]] | None = None, turned: tuple[int, ...] = ()
-                    ) -> Iterator[None]:
+                    head_rows: Callable[[int], tuple[int, ...]] | None = None, turned: tuple[int, ...] = (),
+                    library: str = ATEN) -> Iterator[None]:
     """Within the block, every linear layer of ``model`` multiplies its rows (a step's rows, or a
-    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by the other kernel
-    (:func:`row_blocked`; the probe's choice, :func:`~dsgen.generation.kernels.model_kernels`), and the output head also
+    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by the other kernel, or every
+    block by oneDNN's (``library``; :func:`row_blocked`; the probe's choice,
+    :func:`~dsgen.generation.kernels.model_kernels`), and the output head also
     by vocabulary columns, into ``out`` when given, its rows in the blocks ``head_rows`` plans (default
     ``rows``; :func:`blocked_output_head`).
 
@@ -284,13 +296,13 @@ def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     turned = frozenset(turned)
-    with blocked_output_head(model, out=out, rows=head_rows or rows, turned=turned):  # a plain CPU head: by columns too
+    with blocked_output_head(model, out=out, rows=head_rows or rows, turned=turned, library=library):  # by columns too
         layers = [m for m in model.modules()
                   if "forward" not in vars(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2
                   and ((isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward)
                        or type(m).__name__ == "Conv1D")]
         for m in layers:
-            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, turned)
+            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, turned, library)
         try:
             yield
         finally:

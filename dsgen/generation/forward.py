@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsgen.errors import DsgenError
-from dsgen.generation.kernels import model_kernels
+from dsgen.generation.kernels import Kernels, model_kernels
 from dsgen.generation.prefill_step import Packing, packed_prefill, prefill_rows
 from dsgen.generation.probed import Numerics
 
@@ -157,8 +157,8 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     device = next(model.parameters()).device
     n = len(new)
     past = [int(p) for p in past_lengths] if past_lengths is not None else [0] * n
-    counts, turned = ((numerics.counts, numerics.transposed) if numerics is not None
-                      else model_kernels(model) if device.type == "cpu" else ((), ()))
+    counts, turned, library = (Kernels(numerics.counts, numerics.transposed, numerics.library) if numerics is not None
+                               else model_kernels(model) if device.type == "cpu" else Kernels(()))
     if device.type == "cpu" and not counts and n > 1:
         return _row_by_row(model, new, pad, past_keys, past_values, past, numerics=numerics, attention=attention,
                            keep_cache=keep_cache)
@@ -183,7 +183,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
         # no graph: the blocked layers write in place
-        with torch.no_grad(), packed_prefill(model, packing, attention, counts, turned):
+        with torch.no_grad(), packed_prefill(model, packing, attention, counts, turned, library):
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:

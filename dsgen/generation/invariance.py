@@ -52,7 +52,7 @@ from dsgen.generation.kernels import model_kernels
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
-PROBE_VERSION = 6  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+PROBE_VERSION = 7  # enters the key of every stored probe: bumped when the probe or the paths it checks change
 
 
 def numerics(model: Any) -> Numerics:
@@ -202,7 +202,7 @@ def stored_probe(model: Any) -> Numerics:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return Numerics(data["attention"], tuple(data["counts"]), bool(data["shared"]), bool(data["threads"]),
-                        data["cpu"], tuple(data["failed"]), tuple(data["transposed"]))
+                        data["cpu"], tuple(data["failed"]), tuple(data["transposed"]), data["library"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     found = probe(model)
@@ -227,22 +227,22 @@ def probe(model: Any) -> Numerics:
         # count, which a GPU actor and a local run need not share), so every step is one block of its own rows
         return Numerics(counts=(), cpu=device.type)
     cpu = torch.backends.cpu.get_cpu_capability()
-    counts, turned = model_kernels(model)
+    counts, turned, library = model_kernels(model)
     # no count at all: nothing to share rows in (the prefill runs one prompt per pass); the softmaxes are not tried
     failed: list[str] = [] if counts else ["row counts: none gives a row the bits of a large batch wherever it sits"]
     threads = True
     texts = [" ".join(map(str, p)) for p in _prompts(model)]
     for attention in ATTENTIONS if counts else ATTENTIONS[-1:]:
-        candidate = Numerics(attention, counts, True, True, cpu, transposed=turned)
+        candidate = Numerics(attention, counts, True, True, cpu, transposed=turned, library=library)
         with torch.inference_mode(), _without_hooks(model):
             bank, failures = _prefill_failures(model, texts, candidate)
             failures = failures or _decode_failures(model, bank, candidate)
             threads = _thread_invariant(model, bank, texts, candidate)  # checked either way: the sidecar says it
         if not failures and counts:
             return Numerics(attention, counts, True, threads, cpu,
-                            tuple(failed) + (() if threads else (f"{attention}: threads",)), turned)
+                            tuple(failed) + (() if threads else (f"{attention}: threads",)), turned, library)
         failed += [f"{attention}: {f}" for f in failures]
-    return Numerics(ATTENTIONS[-1], counts, False, threads, cpu, tuple(failed), turned)
+    return Numerics(ATTENTIONS[-1], counts, False, threads, cpu, tuple(failed), turned, library)
 
 
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
@@ -372,8 +372,8 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     for other in sorted({1, len(os.sched_getaffinity(0))} - {threads}):
         try:
             torch.set_num_threads(other)
-            counts, turned = model_kernels(model)
-            there = dataclasses.replace(candidate, counts=counts, transposed=turned)
+            counts, turned, library = model_kernels(model)
+            there = dataclasses.replace(candidate, counts=counts, transposed=turned, library=library)
             other_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=there)
             same = (torch.equal(other_bank.logits, bank.logits)
                     and torch.equal(_decode_logits(model, other_bank, range(rows), steps, there), many))

@@ -17,6 +17,13 @@ says which counts a model's blocks run which way; either kernel gives a row the 
 pass, by a timing) changes speed only. Where a key width matters (a prefill's short prompts):
 :func:`invariant_key_columns`.
 
+oneDNN's matrix multiply (:func:`onednn`, PyTorch's mkldnn linear) gives a row the bits of its own 512-row batch at
+every count from 2 on, on every CPU kind met (an AMD EPYC's AVX-512 and AVX2, an Intel Xeon's AVX-512 and an Intel
+CPU's AVX2 paths), where MKL has them at some counts only; so where :func:`onednn_counts` finds that, a model's
+layers run it for every block (:func:`model_kernels`), and a step is one block of its own rows (a single row padded to
+two). Its bits are not MKL's: which library runs is decided by the probe's bits alone, never by a timing, so every
+process on a machine decides alike.
+
 Measured, not written down: another BLAS or CPU may choose its kernels elsewhere (results/benchmarks.md has the maps).
 """
 
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 # vocabulary columns per block of the output head (a 3.5 MB block for SmolLM2). 1536, not 2048: on an Intel CPU's AVX2
 # path MKL gives the last 8 columns of a 1024- or 2048-column product other bits on one thread than on two (MKL splits
@@ -104,19 +111,21 @@ def _passing(counts: set[int], layers: list[tuple[Any, Any]], fulls: list[Any],
     return tuple(sorted(counts))
 
 
-def _reference(shapes: tuple[tuple[int, int], ...]) -> tuple[list[tuple[Any, Any]], list[Any]] | None:
-    """Seeded ``(weight, rows)`` per shape and the rows' products in the probes' reference batch: one block of
-    ``LARGE_ROWS[-1]`` rows, else blocks of ``SMALL_BLOCK``, whichever gives a row the same bits wherever it sits
-    (:func:`invariant_counts`); None where neither does."""
+def _reference(shapes: tuple[tuple[int, int], ...], multiply: Callable[[Any, Any], Any] | None = None
+               ) -> tuple[list[tuple[Any, Any]], list[Any]] | None:
+    """Seeded ``(weight, rows)`` per shape and the rows' products by ``multiply`` (default: PyTorch's own linear) in
+    the probes' reference batch: one block of ``LARGE_ROWS[-1]`` rows, else blocks of ``SMALL_BLOCK``, whichever
+    gives a row the same bits wherever it sits (:func:`invariant_counts`); None where neither does."""
     import torch
 
+    multiply = multiply or torch.nn.functional.linear
     gen = torch.Generator().manual_seed(0)
     reference = LARGE_ROWS[-1]
     layers = [(torch.randn(n, k, generator=gen), torch.randn(reference, k, generator=gen)) for k, n in shapes]
     for block in (reference, SMALL_BLOCK):  # the reference: one block, else blocks of SMALL_BLOCK rows
-        fulls = [_in_blocks(x, w, block) for w, x in layers]
+        fulls = [_in_blocks(x, w, block, multiply) for w, x in layers]
         # a row whose bits depend on where it sits gets other bits than a neighbour somewhere: the rows rolled by one
-        if all(torch.equal(_in_blocks(torch.roll(x, 1, 0), w, block), torch.roll(full, 1, 0))
+        if all(torch.equal(_in_blocks(torch.roll(x, 1, 0), w, block, multiply), torch.roll(full, 1, 0))
                for (w, x), full in zip(layers, fulls)):
             return layers, fulls
     return None
@@ -175,11 +184,11 @@ def _faster_transposed(layers: list[tuple[Any, Any]], sample: list[int], rounds:
 SMALL_BLOCK = 4  # the reference's rows in blocks of this many where one block of them is not invariant
 
 
-def _in_blocks(x: Any, w: Any, block: int) -> Any:
-    """``x`` times ``w`` (a linear layer's), its rows multiplied ``block`` at a time."""
+def _in_blocks(x: Any, w: Any, block: int, multiply: Callable[[Any, Any], Any]) -> Any:
+    """``x`` times ``w`` (a linear layer's) by ``multiply``, its rows multiplied ``block`` at a time."""
     import torch
 
-    return torch.cat([torch.nn.functional.linear(x[i:i + block], w) for i in range(0, x.shape[0], block)])
+    return torch.cat([multiply(x[i:i + block], w) for i in range(0, x.shape[0], block)])
 
 
 def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
@@ -201,27 +210,83 @@ def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(shapes))
 
 
-def model_kernels(model: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(counts, transposed)`` for ``model`` at the current thread count: the row counts at which every linear layer
-    (and the default shapes, so that a tiny model's steps are cut as a real one's) gives every row the bits of a large
-    batch with one of the two kernels (:func:`invariant_counts`, all shapes against one kind of reference; empty
-    where none does), and those of them its blocks run :func:`transposed` (:func:`transposed_counts`; none where a
-    layer has a bias or is not a ``torch.nn.Linear``, whose other kernels are not probed)."""
+ONEDNN = "onednn"  # a model's linear layers run by oneDNN's matrix multiply (:func:`onednn`)
+ATEN = "aten"  # ... by PyTorch's own (MKL on x86 builds), some counts transposed (:func:`transposed`)
+
+
+def onednn(x: Any, w: Any, bias: Any = None) -> Any:
+    """``x`` times the transpose of ``w`` (a linear layer's ``[out, in]`` float32 weight), plus ``bias``, by oneDNN's
+    matrix multiply (PyTorch's mkldnn linear, the op its compiler calls) instead of the BLAS one PyTorch's own linear
+    calls. On every CPU kind met it gives a row the bits of a 512-row batch at every row count from 2 on (one row takes
+    another kernel), where MKL has them at some counts only, and at PyTorch's speed or faster (results/benchmarks.md)."""
+    import torch
+
+    return torch.ops.mkldnn._linear_pointwise(x, w, bias, "none", [], "")
+
+
+def _onednn_runs() -> bool:
+    """Whether this PyTorch build runs :func:`onednn` on the CPU (built with oneDNN, the op present)."""
+    import torch
+
+    try:
+        return bool(torch.backends.mkldnn.is_available()) and onednn(torch.ones(2, 3), torch.ones(4, 3)).shape == (2, 4)
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+
+
+@_per_thread_count
+def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
+    """The row counts (every count up to ``PROBED_ROWS`` and ``LARGE_ROWS``) at which :func:`onednn` gives every row
+    the bits of its own reference batch (as :func:`invariant_counts` for PyTorch's linear, whose bits it does not
+    share): every count but 1 on every CPU kind met; none where the build has no oneDNN."""
+    if not _onednn_runs():
+        return ()
+    found = _reference(shapes, onednn)
+    if found is None:
+        return ()
+    layers, fulls = found
+    return _passing(set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS), layers, fulls, onednn)
+
+
+class Kernels(NamedTuple):
+    """What a model's linear layers run: the row counts at which every layer gives a row the bits of a large batch
+    (a step's rows are cut into blocks of them, :func:`row_blocks`), the library (``ATEN``: PyTorch's own linear, or
+    ``ONEDNN``: :func:`onednn` for every block), and, with ``ATEN``, the counts whose blocks run :func:`transposed`."""
+
+    counts: tuple[int, ...]
+    transposed: tuple[int, ...] = ()
+    library: str = ATEN
+
+
+def model_kernels(model: Any) -> Kernels:
+    """The :class:`Kernels` for ``model`` at the current thread count, probed on shapes of its linear layers (and the
+    default shapes, so that a tiny model's steps are cut as a real one's). oneDNN (:func:`onednn_counts`) where it
+    gives a row the large batch's bits at every probed count from 2 on, the model's layers being float32
+    ``torch.nn.Linear`` ones (GPT-2's ``Conv1D`` keeps its own kernel); else PyTorch's own linear at the counts it
+    passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does), those where
+    the transposed product is invariant and faster, or alone invariant, run that way (:func:`transposed_counts`;
+    only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on the probe's bits alone, never
+    on a timing, so every process on the machine makes the same one (the two libraries give a row other bits)."""
     import torch
 
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
+    layers = [m for m in model.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 2
+              and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D")]
+    if all(isinstance(m, torch.nn.Linear) and m.weight.dtype == torch.float32 for m in layers):
+        every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
+        found = onednn_counts(shapes)
+        if every <= set(found):
+            return Kernels(found, (), ONEDNN)
     counts = invariant_counts(shapes)
-    unbiased_linears = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in model.modules()
-                           if getattr(m, "weight", None) is not None and m.weight.dim() == 2
-                           and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"))
-    turned = transposed_counts(shapes) if unbiased_linears and counts else ()
-    return tuple(sorted(set(counts) | set(turned))), turned
+    unbiased = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in layers)
+    turned = transposed_counts(shapes) if unbiased and counts else ()
+    return Kernels(tuple(sorted(set(counts) | set(turned))), turned, ATEN)
 
 
 def model_counts(model: Any) -> tuple[int, ...]:
     """The row counts at which every linear layer of ``model`` gives every row the bits of a large batch, with the
-    kernel :func:`model_kernels` picks for the count."""
-    return model_kernels(model)[0]
+    kernel :func:`model_kernels` picks."""
+    return model_kernels(model).counts
 
 
 def invariant_rows(rows: int, counts: tuple[int, ...] | None = None) -> int:
@@ -297,9 +362,11 @@ def forget_probed_kernels() -> None:
     :func:`invariant_key_columns`): the next call measures again (a test that replaces the kernels)."""
     invariant_counts.cache_clear()
     transposed_counts.cache_clear()
+    onednn_counts.cache_clear()
     invariant_key_columns.cache_clear()
 
 
-__all__ = ["PROBED_ROWS", "LARGE_ROWS", "LAYER_SHAPES", "HEAD_BLOCK", "BLOCK_COST", "ROW_BLOCK_LIMIT",
-           "invariant_counts", "transposed", "transposed_counts", "layer_shapes", "model_kernels", "model_counts",
-           "invariant_rows", "row_blocks", "invariant_key_columns", "forget_probed_kernels"]
+__all__ = ["PROBED_ROWS", "LARGE_ROWS", "LAYER_SHAPES", "HEAD_BLOCK", "BLOCK_COST", "ROW_BLOCK_LIMIT", "ATEN", "ONEDNN",
+           "Kernels", "invariant_counts", "transposed", "transposed_counts", "onednn", "onednn_counts", "layer_shapes",
+           "model_kernels", "model_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
+           "forget_probed_kernels"]

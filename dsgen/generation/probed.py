@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.kernels import row_blocks
+from dsgen.generation.kernels import ATEN, ONEDNN, row_blocks
 
 ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
 
@@ -39,6 +39,8 @@ class Numerics:
         failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
         transposed: the counts whose blocks run the other kernel
             (:func:`~dsgen.generation.kernels.transposed`; the same bits, faster there).
+        library: whose matrix multiply runs the linear layers (:class:`~dsgen.generation.kernels.Kernels`):
+            ``"aten"`` (PyTorch's own) or ``"onednn"`` (every block; other bits than PyTorch's).
     """
 
     attention: str = "softmax"
@@ -48,6 +50,7 @@ class Numerics:
     cpu: str = ""
     failed: tuple[str, ...] = ()
     transposed: tuple[int, ...] = ()
+    library: str = ATEN
 
     def blocks(self, n: int) -> tuple[int, ...]:
         """The batch-invariant row blocks a step of ``n`` rows is multiplied in
@@ -63,9 +66,11 @@ class Numerics:
                 "transposed": list(self.transposed)}
 
     def summary(self) -> str:
-        """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant``."""
+        """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant`` (and
+        ``, oneDNN matmul`` where the linear layers run oneDNN's)."""
         return (f"{self.cpu}: {self.attention} softmax, " + ("rows shared" if self.shared else "rows not shared")
-                + (", thread-invariant" if self.threads else ", not thread-invariant"))
+                + (", thread-invariant" if self.threads else ", not thread-invariant")
+                + (", oneDNN matmul" if self.library == ONEDNN else ""))
 
 
 # model -> thread count -> the record found for it there

@@ -5,6 +5,8 @@ batch, slot and row count; sharing rows gives byte-identical outputs with fewer 
 the blocked output head and the row-wise attention compute what the model computes.
 """
 
+import unittest.mock
+
 import pytest
 import torch
 
@@ -84,18 +86,18 @@ def test_a_step_in_several_blocks_gives_each_row_the_bits_of_one_block():
     """A step cut into blocks of invariant counts gives every row, the output head's included, the bits of the step
     in one block of an invariant count: the largest count the model's probe found that two others add up to (512 =
     256 + 256 on an AMD EPYC; 30 = 24 + 6 for a tiny model on an Intel CPU's AVX2 path), each block by the kernel
-    the probe chose for its count."""
+    the probe chose for its count (oneDNN's for every block, on every CPU kind met)."""
     from dsgen.generation.decode_step import blocked_linears
     from dsgen.generation.kernels import model_kernels
 
     model, tok = build_tiny_lm(seed=6)
-    counts, turned = model_kernels(model)
+    counts, turned, library = model_kernels(model)
     n, a = next((n, a) for n in reversed(counts) for a in reversed(counts) if a < n and n - a in counts)
     ids = torch.randint(3, len(tok), (n, 1))
     with torch.inference_mode():
-        with blocked_linears(model, lambda rows: (n,), turned=turned):
+        with blocked_linears(model, lambda rows: (n,), turned=turned, library=library):
             whole = model(input_ids=ids, use_cache=False).logits
-        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,), turned=turned):
+        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,), turned=turned, library=library):
             cut = model(input_ids=ids, use_cache=False).logits
     assert torch.equal(cut, whole)
     assert "forward" not in vars(model.model.layers[0].mlp.up_proj)  # restored
@@ -106,14 +108,18 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
     the large batch (speed aside: ``timed=False``; an Intel Xeon's AVX-512 path: 2-56, an AMD EPYC's: 12-64), mixed
     with plain blocks in one step, gives every row, the output head's included, the bits of the step in one plain
     block; the probe runs a count that way only where it found that (and none where it found nothing: an Intel CPU's
-    AVX2 path, where the rest has nothing to check)."""
+    AVX2 path, where the rest has nothing to check). Where the model's layers run oneDNN's multiply instead
+    (:func:`test_the_probe_runs_onednn_where_it_passes_every_count`), these are the fallback's."""
     from dsgen.generation.decode_step import blocked_linears
-    from dsgen.generation.kernels import LAYER_SHAPES, invariant_counts, layer_shapes, model_kernels, transposed_counts
+    from dsgen.generation.kernels import (ATEN, LAYER_SHAPES, invariant_counts, layer_shapes, model_kernels,
+                                          transposed_counts)
 
     model, tok = build_tiny_lm(seed=6)
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
     plain, either = invariant_counts(shapes), transposed_counts(shapes, False)
-    counts, turned = model_kernels(model)
+    with unittest.mock.patch("dsgen.generation.kernels.onednn_counts", lambda shapes: ()):  # the fallback
+        counts, turned, library = model_kernels(model)
+    assert library == ATEN
     assert set(turned) <= set(either) and set(either) - set(plain) <= set(turned)  # the one kernel a count has
     assert set(counts) == set(plain) | set(turned)
     if not either:  # an Intel CPU's AVX2 path: every block runs the plain kernel, as checked above
@@ -129,6 +135,28 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
         with blocked_linears(model, lambda rows: tuple(plan) if rows == n else (rows,), turned=either):
             cut = model(input_ids=ids, use_cache=False).logits
     assert torch.equal(cut, whole), (plan, either)
+
+
+def test_the_probe_runs_onednn_where_it_passes_every_count():
+    """A model of float32 ``torch.nn.Linear`` layers runs oneDNN's multiply exactly where that gives a row the large
+    batch's bits at every probed count from 2 on (every CPU kind met), whatever PyTorch's own does; GPT-2's ``Conv1D``
+    layers keep PyTorch's. The choice rests on bits alone, so two probes choose alike; a step of one row is padded to 2
+    rows there, any other is one block."""
+    from dsgen.generation.kernels import (ATEN, LARGE_ROWS, LAYER_SHAPES, ONEDNN, forget_probed_kernels, layer_shapes,
+                                          model_kernels, onednn_counts, row_blocks)
+
+    model, tok = build_tiny_lm(seed=6)
+    found = onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
+    kernels = model_kernels(model)
+    every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
+    assert (kernels.library == ONEDNN) == (every <= set(found))
+    if kernels.library == ONEDNN:
+        assert kernels.counts == found and kernels.transposed == () and row_blocks(1, found) == (2,)
+        assert all(row_blocks(n, found) == (n,) for n in (2, 7, 64, 100, 300, 512))
+    forget_probed_kernels()
+    assert model_kernels(model) == kernels  # probed again: the same choice
+    gpt2, _ = build_tiny_lm(seed=6, arch="gpt2")
+    assert model_kernels(gpt2).library == ATEN
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])

@@ -11,6 +11,8 @@ other bits in another batch, while the exact prefill, the judge and the decoder'
 """
 
 import contextlib
+import dataclasses
+import unittest.mock
 
 import pytest
 import torch
@@ -77,6 +79,7 @@ class IntelLikeGemm:
         self.mp.setattr(torch, "mm", mm_)
         self.mp.setattr(torch, "addmm", addmm_)
         self.mp.setattr(torch, "bmm", bmm_)
+        self.mp.setattr(kernels, "onednn_counts", without_onednn)  # the simulated CPU's layers run PyTorch's linear
         kernels.forget_probed_kernels()
         return self
 
@@ -85,12 +88,22 @@ class IntelLikeGemm:
         kernels.forget_probed_kernels()
 
 
+def without_onednn(shapes=kernels.LAYER_SHAPES):
+    """:func:`~dsgen.generation.kernels.onednn_counts` on a CPU where oneDNN's multiply is invariant at no count, so
+    that a model's layers run PyTorch's own linear (the fallback the simulation rounds)."""
+    return ()
+
+
+without_onednn.cache_clear = lambda: None  # as the probe's (kernels.forget_probed_kernels)
+
+
 def simulated_here() -> None:
     """The simulation rounds on top of this machine's own kernels, so it models the Xeon only where those give the
     tiny models' rows the bits of a large batch at the Xeon's counts (MKL on an AMD EPYC, or on the Xeon itself); an
     Intel CPU's AVX2 path does not (a tiny model's rows get those bits only at 4-6, 10-12, ... 28-30 rows there)."""
-    own = set(kernels.model_counts(build_tiny_lm(seed=11)[0])) & set(
-        kernels.model_counts(build_tiny_lm(seed=11, arch="gpt2")[0]))
+    with unittest.mock.patch.object(kernels, "onednn_counts", without_onednn):
+        own = set(kernels.model_counts(build_tiny_lm(seed=11)[0])) & set(
+            kernels.model_counts(build_tiny_lm(seed=11, arch="gpt2")[0]))
     if not INTEL_COUNTS <= own:
         pytest.skip(f"this machine's own kernels give a tiny model's rows the same bits at {sorted(own)} rows, not at "
                     "every count of the Xeon's: the simulation on top of them is not the Xeon")
@@ -192,7 +205,7 @@ def test_a_probed_prefill_cuts_its_padding_and_keeps_the_bits(simulated, monkeyp
         with torch.inference_mode():
             cut = PromptBank(model, tok, prompts, batch_size=32, numerics=found)
             # no counts: every prompt alone (extend_rows, row by row), in whole blocks of PREFILL_ROWS
-            whole = PromptBank(model, tok, prompts, batch_size=32, numerics=Numerics(found.attention, (), True))
+            whole = PromptBank(model, tok, prompts, batch_size=32, numerics=dataclasses.replace(found, counts=()))
             alone = [PromptBank(model, tok, [p], numerics=found) for p in prompts]
     assert cut.forward_tokens == whole.forward_tokens
     assert whole.forward_rows % PREFILL_ROWS == 0 and whole.forward_rows >= whole.forward_tokens
