@@ -126,8 +126,9 @@ class DiscriminatorFilter(Reweighter):
 
     config_class = DiscriminatorConfig
     citation = citations.GENSE
-    version = 3  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences; 3: through
-    # the exact prefill, the same bits in any batch (last-bit differences)
+    version = 4  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences; 3: through
+    # the exact prefill, the same bits in any batch (last-bit differences); 4: its layers by oneDNN's multiply where
+    # the probe finds it invariant (dsgen.generation.kernels; last-bit differences)
 
     def __init__(self, config: DiscriminatorConfig | None = None) -> None:
         super().__init__(config or DiscriminatorConfig())
