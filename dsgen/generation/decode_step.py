@@ -158,6 +158,25 @@ def _register() -> None:
             ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
 
 
+def block_product(x: Any, w: Any, bias: Any, out: Any, library: str = ATEN,
+                  turned: frozenset[int] = frozenset()) -> None:
+    """``x`` (a block of rows) times ``w`` (a linear layer's weight as ``[in, out]``, the transpose of a
+    ``torch.nn.Linear``'s) plus ``bias``, written into ``out``, by the kernel the probe chose for the block:
+    :func:`~dsgen.generation.kernels.onednn` where ``library`` says so, else
+    :func:`~dsgen.generation.kernels.transposed` where the block's row count is in ``turned`` (no bias), else
+    PyTorch's ``mm`` (``addmm`` with a bias). The one choice of :func:`blocked_head` and :func:`row_blocked`."""
+    import torch
+
+    if library == ONEDNN:
+        out.copy_(onednn(x, w.t(), bias))
+    elif x.shape[0] in turned and bias is None:
+        out.copy_(transposed(x, w.t()))
+    elif bias is None:
+        torch.mm(x, w, out=out)
+    else:
+        torch.addmm(bias, x, w, out=out)
+
+
 def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
                  rows: Callable[[int], tuple[int, ...]] | None = None, turned: frozenset[int] = frozenset(),
                  library: str = ATEN) -> Any:
@@ -191,15 +210,8 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
             w = weight[start:stop].t()
             r = 0
             for m in plan:
-                if library == ONEDNN:
-                    logits[r:r + m, start:stop] = onednn(flat[r:r + m], weight[start:stop],
-                                                         None if bias is None else bias[start:stop])
-                elif m in turned and bias is None:
-                    logits[r:r + m, start:stop] = transposed(flat[r:r + m], weight[start:stop])
-                elif bias is None:
-                    torch.mm(flat[r:r + m], w, out=logits[r:r + m, start:stop])
-                else:
-                    torch.addmm(bias[start:stop], flat[r:r + m], w, out=logits[r:r + m, start:stop])
+                block_product(flat[r:r + m], w, None if bias is None else bias[start:stop],
+                              logits[r:r + m, start:stop], library, turned)
                 r += m
         return logits[:n].view(*hidden.shape[:-1], vocab)
 
@@ -261,14 +273,7 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:
-            if library == ONEDNN:
-                y[r:r + m] = onednn(flat[r:r + m], weight, bias)
-            elif m in turned:
-                y[r:r + m] = transposed(flat[r:r + m], weight)
-            elif bias is None:
-                torch.mm(flat[r:r + m], w, out=y[r:r + m])
-            else:
-                torch.addmm(bias, flat[r:r + m], w, out=y[r:r + m])
+            block_product(flat[r:r + m], w, bias, y[r:r + m], library, turned)
             r += m
         return y[:n].view(*x.shape[:-1], w.shape[1])
 
@@ -331,5 +336,5 @@ def invariant_forward(model: Any, attention: str = "softmax") -> Iterator[None]:
         cfg._attn_implementation_internal = before
 
 
-__all__ = ["exact_softmax", "row_attention", "blocked_head", "blocked_output_head", "row_blocked", "blocked_linears",
-           "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES"]
+__all__ = ["exact_softmax", "row_attention", "block_product", "blocked_head", "blocked_output_head", "row_blocked",
+           "blocked_linears", "invariant_forward", "ROW_ATTENTION", "ROW_ATTENTION_EXACT", "ATTENTION_NAMES"]
