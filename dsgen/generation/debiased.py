@@ -113,8 +113,9 @@ class DebiasedGenerator(Generator):
 
     config_class = GenerationConfig
     citation = citations.DINO + "\n\n" + citations.SELF_DEBIASING
-    version = 3  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs; 3: oneDNN's
-    # linear layers where the machine's probe finds them batch-invariant (other bits than MKL's)
+    version = 4  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs; 3: oneDNN's
+    # linear layers where the machine's probe finds them batch-invariant (other bits than MKL's); 4: GPT-2's Conv1D
+    # layers by oneDNN's too (other bits for GPT-2 models only)
     supports_debiasing = True
 
     def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,

@@ -50,7 +50,8 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsgen.generation.kernels import ATEN, HEAD_BLOCK, ONEDNN, invariant_key_columns, invariant_rows, onednn, transposed
+from dsgen.generation.kernels import (ATEN, HEAD_BLOCK, ONEDNN, invariant_key_columns, invariant_rows, is_conv1d,
+                                     onednn, transposed)
 
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
 ROW_ATTENTION_EXACT = "dsgen_rows_exact"  # the same with :func:`exact_softmax`
@@ -248,15 +249,14 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
     the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
     bias), at the block's row count, or :func:`~dsgen.generation.kernels.transposed` where the count is in
     ``turned`` (a ``torch.nn.Linear`` without a bias), or every block by :func:`~dsgen.generation.kernels.onednn`
-    (``library``, a ``torch.nn.Linear``). A plan of one plain block of exactly ``n`` rows is the layer's own forward,
-    untouched."""
+    (``library``; a ``Conv1D``'s weight passed as its transposed view, the layout the probe checked). A plan of one
+    plain block of exactly ``n`` rows is the layer's own forward, untouched."""
     import torch
 
     own = module.forward
     weight, bias = module.weight, module.bias
     w = weight.t() if isinstance(module, torch.nn.Linear) else weight
     turned = turned if isinstance(module, torch.nn.Linear) and bias is None else frozenset()
-    library = library if isinstance(module, torch.nn.Linear) else ATEN
 
     def forward(x: Any) -> Any:
         n = x.numel() // x.shape[-1] if x.shape[-1] else 0
@@ -269,7 +269,7 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
         if total > n:
             flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
         if library == ONEDNN and len(plan) == 1:  # one block: oneDNN's own output, no copy
-            return onednn(flat, weight, bias)[:n].view(*x.shape[:-1], w.shape[1])
+            return onednn(flat, w.t(), bias)[:n].view(*x.shape[:-1], w.shape[1])
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:
@@ -305,7 +305,7 @@ def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any
         layers = [m for m in model.modules()
                   if "forward" not in vars(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2
                   and ((isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward)
-                       or type(m).__name__ == "Conv1D")]
+                       or is_conv1d(m))]
         for m in layers:
             m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, turned, library)
         try:

@@ -20,9 +20,9 @@ pass, by a timing) changes speed only. Where a key width matters (a prefill's sh
 oneDNN's matrix multiply (:func:`onednn`, PyTorch's mkldnn linear) gives a row the bits of its own 512-row batch at
 every count from 2 on, on every CPU kind met (an AMD EPYC's AVX-512 and AVX2, an Intel Xeon's AVX-512 and an Intel
 CPU's AVX2 paths), where MKL has them at some counts only; so where :func:`onednn_counts` finds that, a model's
-layers run it for every block (:func:`model_kernels`), and a step is one block of its own rows (a single row padded to
-two). Its bits are not MKL's: which library runs is decided by the probe's bits alone, never by a timing, so every
-process on a machine decides alike.
+layers run it for every block (:func:`model_kernels`; GPT-2's ``Conv1D`` ones too, probed in their own weight layout),
+and a step is one block of its own rows (a single row padded to two). Its bits are not MKL's: which library runs is
+decided by the probe's bits alone, never by a timing, so every process on a machine decides alike.
 
 Measured, not written down: another BLAS or CPU may choose its kernels elsewhere (results/benchmarks.md has the maps).
 """
@@ -191,17 +191,27 @@ def _in_blocks(x: Any, w: Any, block: int, multiply: Callable[[Any, Any], Any]) 
     return torch.cat([multiply(x[i:i + block], w) for i in range(0, x.shape[0], block)])
 
 
+def is_conv1d(module: Any) -> bool:
+    """Whether ``module`` is GPT-2's ``Conv1D``: a linear layer whose weight is held as ``[in, out]``, the transpose of
+    a ``torch.nn.Linear``'s."""
+    weight = getattr(module, "weight", None)
+    return type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2
+
+
+def conv1d_shapes(model: Any) -> tuple[tuple[int, int], ...]:
+    """(in, out) of every distinct ``Conv1D`` layer of ``model`` (:func:`is_conv1d`)."""
+    return tuple(sorted({(int(m.weight.shape[0]), int(m.weight.shape[1])) for m in model.modules() if is_conv1d(m)}))
+
+
 def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
-    """(in, out) of every distinct linear layer of ``model`` (and of the output head's blocks)."""
+    """(in, out) of every distinct linear layer of ``model`` (GPT-2's ``Conv1D`` ones too; and of the output head's
+    blocks)."""
     import torch
 
-    shapes = set()
+    shapes = set(conv1d_shapes(model))
     for module in model.modules():
-        weight = getattr(module, "weight", None)
         if isinstance(module, torch.nn.Linear):
-            shapes.add((int(weight.shape[1]), int(weight.shape[0])))
-        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:  # GPT-2's projections
-            shapes.add((int(weight.shape[0]), int(weight.shape[1])))
+            shapes.add((int(module.weight.shape[1]), int(module.weight.shape[0])))
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None and getattr(head, "weight", None) is not None:
         vocab, hidden = (int(x) for x in head.weight.shape)
@@ -224,6 +234,13 @@ def onednn(x: Any, w: Any, bias: Any = None) -> Any:
     return torch.ops.mkldnn._linear_pointwise(x, w, bias, "none", [], "")
 
 
+def onednn_conv1d(x: Any, w: Any, bias: Any = None) -> Any:
+    """:func:`onednn` with the weight held as GPT-2's ``Conv1D`` holds it (``w``, a ``[out, in]`` weight, copied to
+    ``[in, out]`` and passed as that copy's transposed view): the layout whose bits :func:`onednn_counts` probes for
+    such layers, which run ``onednn(x, weight.t(), bias)`` on their own weight, uncopied."""
+    return onednn(x, w.t().contiguous().t(), bias)
+
+
 def _onednn_runs() -> bool:
     """Whether this PyTorch build runs :func:`onednn` on the CPU (built with oneDNN, the op present)."""
     import torch
@@ -235,17 +252,20 @@ def _onednn_runs() -> bool:
 
 
 @_per_thread_count
-def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES) -> tuple[int, ...]:
+def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, conv1d: bool = False) -> tuple[int, ...]:
     """The row counts (every count up to ``PROBED_ROWS`` and ``LARGE_ROWS``) at which :func:`onednn` gives every row
     the bits of its own reference batch (as :func:`invariant_counts` for PyTorch's linear, whose bits it does not
-    share): every count but 1 on every CPU kind met; none where the build has no oneDNN."""
+    share), with the weights held as a ``torch.nn.Linear`` holds them, or (``conv1d``) as GPT-2's ``Conv1D`` does
+    (:func:`onednn_conv1d`): every count but 1 on every CPU kind met, either way; none where the build has no
+    oneDNN."""
     if not _onednn_runs():
         return ()
-    found = _reference(shapes, onednn)
+    multiply = onednn_conv1d if conv1d else onednn
+    found = _reference(shapes, multiply)
     if found is None:
         return ()
     layers, fulls = found
-    return _passing(set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS), layers, fulls, onednn)
+    return _passing(set(range(1, PROBED_ROWS + 1)) | set(LARGE_ROWS), layers, fulls, multiply)
 
 
 class Kernels(NamedTuple):
@@ -262,7 +282,8 @@ def model_kernels(model: Any) -> Kernels:
     """The :class:`Kernels` for ``model`` at the current thread count, probed on shapes of its linear layers (and the
     default shapes, so that a tiny model's steps are cut as a real one's). oneDNN (:func:`onednn_counts`) where it
     gives a row the large batch's bits at every probed count from 2 on, the model's layers being float32
-    ``torch.nn.Linear`` ones (GPT-2's ``Conv1D`` keeps its own kernel); else PyTorch's own linear at the counts it
+    (``torch.nn.Linear`` ones, and GPT-2's ``Conv1D`` ones probed in their own layout); else PyTorch's own linear at
+    the counts it
     passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does), those where
     the transposed product is invariant and faster, or alone invariant, run that way (:func:`transposed_counts`;
     only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on the probe's bits alone, never
@@ -270,13 +291,14 @@ def model_kernels(model: Any) -> Kernels:
     import torch
 
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
-    layers = [m for m in model.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 2
-              and (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D")]
-    if all(isinstance(m, torch.nn.Linear) and m.weight.dtype == torch.float32 for m in layers):
+    layers = [m for m in model.modules() if (isinstance(m, torch.nn.Linear) and m.weight.dim() == 2) or is_conv1d(m)]
+    if all(m.weight.dtype == torch.float32 for m in layers):
         every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
-        found = onednn_counts(shapes)
-        if every <= set(found):
-            return Kernels(found, (), ONEDNN)
+        found = set(onednn_counts(shapes))
+        if conv1d_shapes(model):  # GPT-2: its projections' layout too
+            found &= set(onednn_counts(conv1d_shapes(model), True))
+        if every <= found:
+            return Kernels(tuple(sorted(found)), (), ONEDNN)
     counts = invariant_counts(shapes)
     unbiased = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in layers)
     turned = transposed_counts(shapes) if unbiased and counts else ()
@@ -367,6 +389,7 @@ def forget_probed_kernels() -> None:
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "LAYER_SHAPES", "HEAD_BLOCK", "BLOCK_COST", "ROW_BLOCK_LIMIT", "ATEN", "ONEDNN",
-           "Kernels", "invariant_counts", "transposed", "transposed_counts", "onednn", "onednn_counts", "layer_shapes",
+           "Kernels", "invariant_counts", "transposed", "transposed_counts", "onednn", "onednn_conv1d", "onednn_counts",
+           "is_conv1d", "conv1d_shapes", "layer_shapes",
            "model_kernels", "model_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
            "forget_probed_kernels"]

@@ -156,9 +156,9 @@ class LmJudge(Labeller):
     """Labels each pair with an LM's similarity score / ``max_score``, written or expected (module docstring)."""
 
     config_class = LmJudgeConfig
-    version = 3  # 2: the expected digit read through the exact prefill (dsgen.generation.judge): a pair's score is
+    version = 4  # 2: the expected digit read through the exact prefill (dsgen.generation.judge): a pair's score is
     # the same bits in any batch; scores change in their last bits; 3: its layers by oneDNN's multiply where the probe
-    # finds it invariant (dsgen.generation.kernels; last bits again)
+    # finds it invariant (dsgen.generation.kernels; last bits again); 4: a GPT-2 judge's Conv1D layers too
     citation = """@inproceedings{cheng-etal-2023-improving,
   title = {Improving Contrastive Learning of Sentence Embeddings from {AI} Feedback},
   author = {Cheng, Qinyuan and Yang, Xiaogui and Sun, Tianxiang and Li, Linyang and Qiu, Xipeng},

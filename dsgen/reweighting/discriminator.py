@@ -126,9 +126,9 @@ class DiscriminatorFilter(Reweighter):
 
     config_class = DiscriminatorConfig
     citation = citations.GENSE
-    version = 4  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences; 3: through
+    version = 5  # 2: P(true) as a softmax over the answers (dsgen.generation.judge), last-bit differences; 3: through
     # the exact prefill, the same bits in any batch (last-bit differences); 4: its layers by oneDNN's multiply where
-    # the probe finds it invariant (dsgen.generation.kernels; last-bit differences)
+    # the probe finds it invariant (dsgen.generation.kernels; last-bit differences); 5: GPT-2's Conv1D layers too
 
     def __init__(self, config: DiscriminatorConfig | None = None) -> None:
         super().__init__(config or DiscriminatorConfig())

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from dsgen.generation.batch import ActiveBatch, PromptBank
-from dsgen.generation.decode_step import blocked_head, blocked_output_head, invariant_forward, row_attention
+from dsgen.generation.decode_step import (blocked_head, blocked_output_head, invariant_forward, row_attention,
+                                          row_blocked)
 from dsgen.generation.decoding import DebiasedDecoder
 from dsgen.generation.forward import cache_arg, returned_cache
 from dsgen.generation.invariance import numerics
@@ -139,11 +140,11 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
 
 def test_the_probe_runs_onednn_where_it_passes_every_count():
     """A model of float32 ``torch.nn.Linear`` layers runs oneDNN's multiply exactly where that gives a row the large
-    batch's bits at every probed count from 2 on (every CPU kind met), whatever PyTorch's own does; GPT-2's ``Conv1D``
-    layers keep PyTorch's. The choice rests on bits alone, so two probes choose alike; a step of one row is padded to 2
-    rows there, any other is one block."""
-    from dsgen.generation.kernels import (ATEN, LARGE_ROWS, LAYER_SHAPES, ONEDNN, forget_probed_kernels, layer_shapes,
-                                          model_kernels, onednn_counts, row_blocks)
+    batch's bits at every probed count from 2 on (every CPU kind met), whatever PyTorch's own does; GPT-2, whose
+    ``Conv1D`` layers hold their weights transposed, where it does so in that layout too. The choice rests on bits
+    alone, so two probes choose alike; a step of one row is padded to 2 rows there, any other is one block."""
+    from dsgen.generation.kernels import (LARGE_ROWS, LAYER_SHAPES, ONEDNN, conv1d_shapes, forget_probed_kernels,
+                                          layer_shapes, model_kernels, onednn_counts, row_blocks)
 
     model, tok = build_tiny_lm(seed=6)
     found = onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
@@ -156,7 +157,13 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
     forget_probed_kernels()
     assert model_kernels(model) == kernels  # probed again: the same choice
     gpt2, _ = build_tiny_lm(seed=6, arch="gpt2")
-    assert model_kernels(gpt2).library == ATEN
+    both = (set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(gpt2))))))
+            & set(onednn_counts(conv1d_shapes(gpt2), True)))
+    assert conv1d_shapes(gpt2) and (model_kernels(gpt2).library == ONEDNN) == (every <= both)
+    conv = gpt2.transformer.h[0].mlp.c_fc  # oneDNN on a Conv1D's own (transposed) weight: the layer's values
+    x = torch.randn(2, 9, conv.weight.shape[0])
+    with torch.inference_mode():
+        assert torch.allclose(row_blocked(conv, lambda n: (n,), library=ONEDNN)(x), conv(x), atol=1e-5)
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])
