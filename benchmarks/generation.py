@@ -159,11 +159,11 @@ def other_numerics_run(model: Any, tokenizer: Any, reqs: list[Any], sampling: An
     from dataclasses import replace
 
     from dsgen.generation.invariance import numerics
-    from dsgen.generation.kernels import ATEN
+    from dsgen.generation.kernels import Kernels
     from dsgen.generation.probed import assume
 
     counts = tuple(sorted(set(row_counts)))  # MKL's counts of that CPU: its blocks run PyTorch's own linear
-    with assume(replace(numerics(model), attention="exact-sum", counts=counts, transposed=(), library=ATEN)):
+    with assume(replace(numerics(model), attention="exact-sum", kernels=Kernels(counts))):
         stats = core_run(model, tokenizer, reqs, sampling, batch_size, seed)
     stats["row_counts"] = list(counts)
     return stats

@@ -20,7 +20,6 @@ from typing import Any
 
 from dsgen.generation.decode_step import blocked_linears, blocked_output_head, invariant_forward
 from dsgen.generation.forward import buffer_cache, cache_arg, extend_rows, pad_id, tokenize
-from dsgen.generation.kernels import ATEN
 from dsgen.generation.probed import Numerics
 
 SPARE_COLUMNS = 32  # columns beyond the longest row: how often live columns move left
@@ -392,10 +391,10 @@ class ActiveBatch:
         cache = buffer_cache(self.keys, self.values, rows, w)
         # rows in batch-invariant blocks: one block where the CPU's large-batch kernel is invariant (MKL on
         # an AMD EPYC), several where only some counts are (an Intel Xeon: 100 rows as 56 + 44)
-        blocks, turned, library = self.numerics.blocks(used), self.numerics.transposed, self.numerics.library
+        blocks, kernels = self.numerics.blocks(used), self.numerics.kernels
         plan = ((lambda n: blocks if n == rows else self.numerics.blocks(n))
-                if len(blocks) > 1 or blocks[0] in turned or library != ATEN else None)
-        blocked = (blocked_linears(self.model, plan, out=self.logits, turned=turned, library=library)
+                if len(blocks) > 1 or not kernels.own(blocks[0]) else None)
+        blocked = (blocked_linears(self.model, plan, out=self.logits, kernels=kernels)
                    if plan is not None else blocked_output_head(self.model, out=self.logits))
         with invariant_forward(self.model, self.numerics.attention), blocked:
             out = self.model(input_ids=tokens[:, None], attention_mask=additive[:, None, None, :],

@@ -50,7 +50,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dsgen.generation.kernels import (ATEN, HEAD_BLOCK, ONEDNN, invariant_key_columns, invariant_rows, is_conv1d,
+from dsgen.generation.kernels import (HEAD_BLOCK, ONEDNN, Kernels, invariant_key_columns, invariant_rows, is_conv1d,
                                      onednn, transposed)
 
 ROW_ATTENTION = "dsgen_rows"  # the name under which :func:`row_attention` is registered
@@ -159,18 +159,18 @@ def _register() -> None:
             ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
 
 
-def block_product(x: Any, w: Any, bias: Any, out: Any, library: str = ATEN,
-                  turned: frozenset[int] = frozenset()) -> None:
+def block_product(x: Any, w: Any, bias: Any, out: Any, kernels: Kernels = Kernels(())) -> None:
     """``x`` (a block of rows) times ``w`` (a linear layer's weight as ``[in, out]``, the transpose of a
-    ``torch.nn.Linear``'s) plus ``bias``, written into ``out``, by the kernel the probe chose for the block:
-    :func:`~dsgen.generation.kernels.onednn` where ``library`` says so, else
-    :func:`~dsgen.generation.kernels.transposed` where the block's row count is in ``turned`` (no bias), else
-    PyTorch's ``mm`` (``addmm`` with a bias). The one choice of :func:`blocked_head` and :func:`row_blocked`."""
+    ``torch.nn.Linear``'s) plus ``bias``, written into ``out``, by the kernel the probe chose for the block
+    (``kernels``): :func:`~dsgen.generation.kernels.onednn` where its library is oneDNN's, else
+    :func:`~dsgen.generation.kernels.transposed` where the block's row count is one of its transposed counts (no
+    bias), else PyTorch's ``mm`` (``addmm`` with a bias). The one choice of :func:`blocked_head` and
+    :func:`row_blocked`."""
     import torch
 
-    if library == ONEDNN:
+    if kernels.library == ONEDNN:
         out.copy_(onednn(x, w.t(), bias))
-    elif x.shape[0] in turned and bias is None:
+    elif x.shape[0] in kernels.transposed and bias is None:
         out.copy_(transposed(x, w.t()))
     elif bias is None:
         torch.mm(x, w, out=out)
@@ -179,15 +179,13 @@ def block_product(x: Any, w: Any, bias: Any, out: Any, library: str = ATEN,
 
 
 def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
-                 rows: Callable[[int], tuple[int, ...]] | None = None, turned: frozenset[int] = frozenset(),
-                 library: str = ATEN) -> Any:
+                 rows: Callable[[int], tuple[int, ...]] | None = None, kernels: Kernels = Kernels(())) -> Any:
     """``forward`` for a linear output head that multiplies one block of vocabulary columns at a time,
     writing into ``out`` (``[rows, vocab]``, reused across calls) when the rows fit, else into a new
     tensor. A reused buffer matters on the CPU: a fresh 50 MB tensor per step is fresh memory pages,
     and touching them the first time costs as much as a tenth of the step. With ``rows`` (a plan of
     row blocks, :func:`~dsgen.generation.kernels.row_blocks`), the rows too are multiplied block by block (zero
-    rows pad the last), a block whose row count is in ``turned`` by :func:`~dsgen.generation.kernels.transposed`
-    (a head without a bias); every block by :func:`~dsgen.generation.kernels.onednn` where ``library`` says so."""
+    rows pad the last); each block by the kernel ``kernels`` names for it (:func:`block_product`)."""
     import torch
 
     weight, bias = head.weight, head.bias
@@ -212,7 +210,7 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
             r = 0
             for m in plan:
                 block_product(flat[r:r + m], w, None if bias is None else bias[start:stop],
-                              logits[r:r + m, start:stop], library, turned)
+                              logits[r:r + m, start:stop], kernels)
                 r += m
         return logits[:n].view(*hidden.shape[:-1], vocab)
 
@@ -221,10 +219,10 @@ def blocked_head(head: Any, block: int = HEAD_BLOCK, out: Any = None,
 
 @contextlib.contextmanager
 def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple[int, ...]] | None = None,
-                        turned: frozenset[int] = frozenset(), library: str = ATEN) -> Iterator[None]:
+                        kernels: Kernels = Kernels(())) -> Iterator[None]:
     """Within the block, the model's linear output head runs block by block (same values, faster on
-    the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans, those of a count in ``turned``
-    transposed, or all by oneDNN (``library``; see :func:`blocked_head`).
+    the CPU), into ``out`` when given, its rows in the blocks ``rows`` plans, each by the kernel ``kernels`` names for
+    it (see :func:`blocked_head`).
 
     The head module stays in place, so hooks registered on it still see every output."""
     import torch
@@ -235,45 +233,46 @@ def blocked_output_head(model: Any, out: Any = None, rows: Callable[[int], tuple
     if not plain:
         yield
         return
-    head.forward = blocked_head(head, out=out, rows=rows, turned=turned, library=library)
+    head.forward = blocked_head(head, out=out, rows=rows, kernels=kernels)
     try:
         yield
     finally:
         del head.forward
 
 
-def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: frozenset[int] = frozenset(),
-                library: str = ATEN) -> Any:
+def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], kernels: Kernels = Kernels(())) -> Any:
     """``forward`` for a linear layer (``torch.nn.Linear``, or GPT-2's ``Conv1D``, whose weight is
     ``[in, out]``) that multiplies its input rows in the blocks ``rows(n)`` plans, zero rows padding
     the last: each block is the matrix multiply the layer itself runs (``mm``, or ``addmm`` with a
-    bias), at the block's row count, or :func:`~dsgen.generation.kernels.transposed` where the count is in
-    ``turned`` (a ``torch.nn.Linear`` without a bias), or every block by :func:`~dsgen.generation.kernels.onednn`
-    (``library``; a ``Conv1D``'s weight passed as its transposed view, the layout the probe checked). A plan of one
-    plain block of exactly ``n`` rows is the layer's own forward, untouched."""
+    bias), at the block's row count, or by the kernel ``kernels`` names for it (:func:`block_product`:
+    :func:`~dsgen.generation.kernels.transposed` only for a ``torch.nn.Linear`` without a bias;
+    :func:`~dsgen.generation.kernels.onednn` on a ``Conv1D``'s weight as its transposed view, the layout the probe
+    checked). A plan of one block of exactly ``n`` rows that runs the layer's own multiply is its own forward,
+    untouched."""
     import torch
 
     own = module.forward
     weight, bias = module.weight, module.bias
     w = weight.t() if isinstance(module, torch.nn.Linear) else weight
-    turned = turned if isinstance(module, torch.nn.Linear) and bias is None else frozenset()
+    if not (isinstance(module, torch.nn.Linear) and bias is None):
+        kernels = kernels._replace(transposed=())
 
     def forward(x: Any) -> Any:
         n = x.numel() // x.shape[-1] if x.shape[-1] else 0
         plan = rows(n)
-        if ((len(plan) == 1 and plan[0] == n and n not in turned and library == ATEN)
+        if ((len(plan) == 1 and plan[0] == n and kernels.own(n))
                 or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
             return own(x)
         flat = x.reshape(n, x.shape[-1])
         total = sum(plan)
         if total > n:
             flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
-        if library == ONEDNN and len(plan) == 1:  # one block: oneDNN's own output, no copy
+        if kernels.library == ONEDNN and len(plan) == 1:  # one block: oneDNN's own output, no copy
             return onednn(flat, w.t(), bias)[:n].view(*x.shape[:-1], w.shape[1])
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:
-            block_product(flat[r:r + m], w, bias, y[r:r + m], library, turned)
+            block_product(flat[r:r + m], w, bias, y[r:r + m], kernels)
             r += m
         return y[:n].view(*x.shape[:-1], w.shape[1])
 
@@ -282,12 +281,11 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], turned: fro
 
 @contextlib.contextmanager
 def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any = None,
-                    head_rows: Callable[[int], tuple[int, ...]] | None = None, turned: tuple[int, ...] = (),
-                    library: str = ATEN) -> Iterator[None]:
+                    head_rows: Callable[[int], tuple[int, ...]] | None = None, kernels: Kernels = Kernels(())
+                    ) -> Iterator[None]:
     """Within the block, every linear layer of ``model`` multiplies its rows (a step's rows, or a
-    prefill's tokens) in the blocks ``rows`` plans, a block of a count in ``turned`` by the other kernel, or every
-    block by oneDNN's (``library``; :func:`row_blocked`; the probe's choice,
-    :func:`~dsgen.generation.kernels.model_kernels`), and the output head also
+    prefill's tokens) in the blocks ``rows`` plans, each by the kernel ``kernels`` names for it (:func:`row_blocked`;
+    the probe's choice, :func:`~dsgen.generation.kernels.model_kernels`), and the output head also
     by vocabulary columns, into ``out`` when given, its rows in the blocks ``head_rows`` plans (default
     ``rows``; :func:`blocked_output_head`).
 
@@ -300,14 +298,13 @@ def blocked_linears(model: Any, rows: Callable[[int], tuple[int, ...]], out: Any
     import torch
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    turned = frozenset(turned)
-    with blocked_output_head(model, out=out, rows=head_rows or rows, turned=turned, library=library):  # by columns too
+    with blocked_output_head(model, out=out, rows=head_rows or rows, kernels=kernels):  # by columns too
         layers = [m for m in model.modules()
                   if "forward" not in vars(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2
                   and ((isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward)
                        or is_conv1d(m))]
         for m in layers:
-            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, turned, library)
+            m.forward = row_blocked(m, (head_rows or rows) if m is head else rows, kernels)
         try:
             yield
         finally:

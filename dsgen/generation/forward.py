@@ -157,8 +157,9 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     device = next(model.parameters()).device
     n = len(new)
     past = [int(p) for p in past_lengths] if past_lengths is not None else [0] * n
-    counts, turned, library = (Kernels(numerics.counts, numerics.transposed, numerics.library) if numerics is not None
-                               else model_kernels(model) if device.type == "cpu" else Kernels(()))
+    kernels = (numerics.kernels if numerics is not None else model_kernels(model) if device.type == "cpu"
+               else Kernels(()))
+    counts = kernels.counts
     if device.type == "cpu" and not counts and n > 1:
         return _row_by_row(model, new, pad, past_keys, past_values, past, numerics=numerics, attention=attention,
                            keep_cache=keep_cache)
@@ -183,7 +184,7 @@ def extend_rows(model: Any, new: Sequence[Sequence[int]], pad: int, past_keys: l
     hook = model.get_output_embeddings().register_forward_pre_hook(gather_last)
     try:
         # no graph: the blocked layers write in place
-        with torch.no_grad(), packed_prefill(model, packing, attention, counts, turned, library):
+        with torch.no_grad(), packed_prefill(model, packing, attention, kernels):
             out = model(input_ids=ids, position_ids=positions, **cache_arg(model, cache), use_cache=True,
                         logits_to_keep=0)
     finally:

@@ -201,8 +201,7 @@ def stored_probe(model: Any) -> Numerics:
     path = cache_dir() / "numerics" / f"{probe_key(model)}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Numerics(data["attention"], tuple(data["counts"]), bool(data["shared"]), bool(data["threads"]),
-                        data["cpu"], tuple(data["failed"]), tuple(data["transposed"]), data["library"])
+        return Numerics.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     found = probe(model)
@@ -225,24 +224,25 @@ def probe(model: Any) -> Numerics:
     if device.type != "cpu":
         # nothing probed: this CPU's row counts say nothing of the device's kernels (and depend on the host's thread
         # count, which a GPU actor and a local run need not share), so every step is one block of its own rows
-        return Numerics(counts=(), cpu=device.type)
+        return Numerics(cpu=device.type)
     cpu = torch.backends.cpu.get_cpu_capability()
-    counts, turned, library = model_kernels(model)
+    kernels = model_kernels(model)
+    counts = kernels.counts
     # no count at all: nothing to share rows in (the prefill runs one prompt per pass); the softmaxes are not tried
     failed: list[str] = [] if counts else ["row counts: none gives a row the bits of a large batch wherever it sits"]
     threads = True
     texts = [" ".join(map(str, p)) for p in _prompts(model)]
     for attention in ATTENTIONS if counts else ATTENTIONS[-1:]:
-        candidate = Numerics(attention, counts, True, True, cpu, transposed=turned, library=library)
+        candidate = Numerics(attention, kernels, True, True, cpu)
         with torch.inference_mode(), _without_hooks(model):
             bank, failures = _prefill_failures(model, texts, candidate)
             failures = failures or _decode_failures(model, bank, candidate)
             threads = _thread_invariant(model, bank, texts, candidate)  # checked either way: the sidecar says it
         if not failures and counts:
-            return Numerics(attention, counts, True, threads, cpu,
-                            tuple(failed) + (() if threads else (f"{attention}: threads",)), turned, library)
+            return Numerics(attention, kernels, True, threads, cpu,
+                            tuple(failed) + (() if threads else (f"{attention}: threads",)))
         failed += [f"{attention}: {f}" for f in failures]
-    return Numerics(ATTENTIONS[-1], counts, False, threads, cpu, tuple(failed), turned, library)
+    return Numerics(ATTENTIONS[-1], kernels, False, threads, cpu, tuple(failed))
 
 
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
@@ -372,8 +372,7 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     for other in sorted({1, len(os.sched_getaffinity(0))} - {threads}):
         try:
             torch.set_num_threads(other)
-            counts, turned, library = model_kernels(model)
-            there = dataclasses.replace(candidate, counts=counts, transposed=turned, library=library)
+            there = dataclasses.replace(candidate, kernels=model_kernels(model))
             other_bank = PromptBank(model, _IdTokenizer(), texts, batch_size=8, numerics=there)
             same = (torch.equal(other_bank.logits, bank.logits)
                     and torch.equal(_decode_logits(model, other_bank, range(rows), steps, there), many))

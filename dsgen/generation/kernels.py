@@ -277,6 +277,10 @@ class Kernels(NamedTuple):
     transposed: tuple[int, ...] = ()
     library: str = ATEN
 
+    def own(self, rows: int) -> bool:
+        """Whether a block of ``rows`` rows runs the layer's own multiply (PyTorch's, not transposed)."""
+        return self.library == ATEN and rows not in self.transposed
+
 
 def model_kernels(model: Any) -> Kernels:
     """The :class:`Kernels` for ``model`` at the current thread count, probed on shapes of its linear layers (and the

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsgen.generation.decode_step import blocked_linears, exact_softmax
-from dsgen.generation.kernels import ATEN, invariant_key_columns, row_blocks
+from dsgen.generation.kernels import Kernels, invariant_key_columns, row_blocks
 
 PREFILL_ROWS = 256  # token rows per block of every linear layer in a prefill
 HEAD_ROWS = 32  # prompts per block of the output head in a prefill (only each prompt's last token)
@@ -241,22 +241,21 @@ def _register() -> None:
 
 
 @contextlib.contextmanager
-def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", counts: tuple[int, ...] = (),
-                   turned: tuple[int, ...] = (), library: str = ATEN) -> Iterator[None]:
+def packed_prefill(model: Any, packing: Packing, attention: str = "softmax", kernels: Kernels = Kernels(())
+                   ) -> Iterator[None]:
     """Within the block, a forward pass of ``model`` over packed prompts (``[1, T]`` token ids, each
     token's own position) computes every prompt's bits on their own (module docstring): attention by
     :func:`prompt_attention` with PyTorch's softmax or the exact-sum one (``attention``), linear layers
-    in fixed row blocks (those of a count in ``turned`` by the other kernel,
-    :func:`~dsgen.generation.kernels.transposed`; all by oneDNN's where ``library`` says so). The model's attention
-    implementation is restored after."""
+    in fixed row blocks of a count of ``kernels`` (each by the kernel ``kernels`` names for it,
+    :func:`~dsgen.generation.decode_step.block_product`). The model's attention implementation is restored after."""
     _register()
     cfg = model.config
     before = cfg._attn_implementation
     token = _PACKING.set(packing)
     cfg._attn_implementation_internal = PREFILL_ATTENTION[attention]
     try:
-        with blocked_linears(model, functools.partial(prefill_rows, counts=counts),
-                             head_rows=functools.partial(head_rows, counts=counts), turned=turned, library=library):
+        with blocked_linears(model, functools.partial(prefill_rows, counts=kernels.counts),
+                             head_rows=functools.partial(head_rows, counts=kernels.counts), kernels=kernels):
             yield
     finally:
         cfg._attn_implementation_internal = before

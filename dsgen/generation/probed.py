@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dsgen.generation.kernels import ATEN, ONEDNN, row_blocks
+from dsgen.generation.kernels import ONEDNN, Kernels, row_blocks
 
 ATTENTIONS = ("softmax", "exact-sum")  # tried in this order
 
@@ -32,25 +32,27 @@ class Numerics:
     Args:
         attention: the softmax of the row-wise attention, ``"softmax"`` (PyTorch's fused kernel) or
             ``"exact-sum"`` (:func:`~dsgen.generation.decode_step.exact_softmax`).
-        counts: row counts at which the model's linear layers give every row the same bits.
+        kernels: what the model's linear layers run (:class:`~dsgen.generation.kernels.Kernels`): the row
+            counts at which they give every row the same bits, the counts whose blocks run the other kernel
+            (:func:`~dsgen.generation.kernels.transposed`; the same bits, faster there), and whose matrix multiply
+            (``"aten"``, PyTorch's own, or ``"onednn"``, every block; other bits than PyTorch's).
         shared: whether sharing rows and prefixes is exact (every probe passed).
         threads: whether one thread computes what several do (a Ray actor and a local run agree).
         cpu: PyTorch's CPU capability (``AVX2``, ``AVX512``...), or the device.
         failed: the probes that failed, for the sidecar and ``dsgen`` warnings.
-        transposed: the counts whose blocks run the other kernel
-            (:func:`~dsgen.generation.kernels.transposed`; the same bits, faster there).
-        library: whose matrix multiply runs the linear layers (:class:`~dsgen.generation.kernels.Kernels`):
-            ``"aten"`` (PyTorch's own) or ``"onednn"`` (every block; other bits than PyTorch's).
     """
 
     attention: str = "softmax"
-    counts: tuple[int, ...] = ()
+    kernels: Kernels = Kernels(())
     shared: bool = True
     threads: bool = True
     cpu: str = ""
     failed: tuple[str, ...] = ()
-    transposed: tuple[int, ...] = ()
-    library: str = ATEN
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """The row counts at which the model's linear layers give every row the same bits."""
+        return self.kernels.counts
 
     def blocks(self, n: int) -> tuple[int, ...]:
         """The batch-invariant row blocks a step of ``n`` rows is multiplied in
@@ -62,15 +64,25 @@ class Numerics:
         return sum(row_blocks(n, self.counts))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "counts": list(self.counts), "failed": list(self.failed),
-                "transposed": list(self.transposed)}
+        kernels = self.kernels
+        return {**asdict(self), "failed": list(self.failed),
+                "kernels": {"counts": list(kernels.counts), "transposed": list(kernels.transposed),
+                            "library": kernels.library}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Numerics:
+        """The record :meth:`to_dict` wrote."""
+        kernels = data["kernels"]
+        return cls(data["attention"], Kernels(tuple(kernels["counts"]), tuple(kernels["transposed"]),
+                                              kernels["library"]),
+                   bool(data["shared"]), bool(data["threads"]), data["cpu"], tuple(data["failed"]))
 
     def summary(self) -> str:
         """One line for sidecars and logs, e.g. ``AVX512: exact-sum softmax, rows shared, thread-invariant`` (and
         ``, oneDNN matmul`` where the linear layers run oneDNN's)."""
         return (f"{self.cpu}: {self.attention} softmax, " + ("rows shared" if self.shared else "rows not shared")
                 + (", thread-invariant" if self.threads else ", not thread-invariant")
-                + (", oneDNN matmul" if self.library == ONEDNN else ""))
+                + (", oneDNN matmul" if self.kernels.library == ONEDNN else ""))
 
 
 # model -> thread count -> the record found for it there

@@ -92,13 +92,14 @@ def test_a_step_in_several_blocks_gives_each_row_the_bits_of_one_block():
     from dsgen.generation.kernels import model_kernels
 
     model, tok = build_tiny_lm(seed=6)
-    counts, turned, library = model_kernels(model)
+    kernels = model_kernels(model)
+    counts = kernels.counts
     n, a = next((n, a) for n in reversed(counts) for a in reversed(counts) if a < n and n - a in counts)
     ids = torch.randint(3, len(tok), (n, 1))
     with torch.inference_mode():
-        with blocked_linears(model, lambda rows: (n,), turned=turned, library=library):
+        with blocked_linears(model, lambda rows: (n,), kernels=kernels):
             whole = model(input_ids=ids, use_cache=False).logits
-        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,), turned=turned, library=library):
+        with blocked_linears(model, lambda rows: (a, n - a) if rows == n else (rows,), kernels=kernels):
             cut = model(input_ids=ids, use_cache=False).logits
     assert torch.equal(cut, whole)
     assert "forward" not in vars(model.model.layers[0].mlp.up_proj)  # restored
@@ -112,13 +113,13 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
     AVX2 path, where the rest has nothing to check). Where the model's layers run oneDNN's multiply instead
     (:func:`test_the_probe_runs_onednn_where_it_passes_every_count`), these are the fallback's."""
     from dsgen.generation.decode_step import blocked_linears
-    from dsgen.generation.kernels import (ATEN, LAYER_SHAPES, invariant_counts, layer_shapes, model_kernels,
+    from dsgen.generation.kernels import (ATEN, LAYER_SHAPES, Kernels, invariant_counts, layer_shapes, model_kernels,
                                           transposed_counts)
 
     model, tok = build_tiny_lm(seed=6)
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
     plain, either = invariant_counts(shapes), transposed_counts(shapes, False)
-    with unittest.mock.patch("dsgen.generation.kernels.onednn_counts", lambda shapes: ()):  # the fallback
+    with unittest.mock.patch("dsgen.generation.kernels.onednn_counts", lambda shapes, conv1d=False: ()):  # fallback
         counts, turned, library = model_kernels(model)
     assert library == ATEN
     assert set(turned) <= set(either) and set(either) - set(plain) <= set(turned)  # the one kernel a count has
@@ -133,7 +134,7 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
     with torch.inference_mode():
         with blocked_linears(model, lambda rows: (n,)):
             whole = model(input_ids=ids, use_cache=False).logits
-        with blocked_linears(model, lambda rows: tuple(plan) if rows == n else (rows,), turned=either):
+        with blocked_linears(model, lambda rows: tuple(plan) if rows == n else (rows,), kernels=Kernels((), either)):
             cut = model(input_ids=ids, use_cache=False).logits
     assert torch.equal(cut, whole), (plan, either)
 
@@ -143,8 +144,8 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
     batch's bits at every probed count from 2 on (every CPU kind met), whatever PyTorch's own does; GPT-2, whose
     ``Conv1D`` layers hold their weights transposed, where it does so in that layout too. The choice rests on bits
     alone, so two probes choose alike; a step of one row is padded to 2 rows there, any other is one block."""
-    from dsgen.generation.kernels import (LARGE_ROWS, LAYER_SHAPES, ONEDNN, conv1d_shapes, forget_probed_kernels,
-                                          layer_shapes, model_kernels, onednn_counts, row_blocks)
+    from dsgen.generation.kernels import (LARGE_ROWS, LAYER_SHAPES, ONEDNN, Kernels, conv1d_shapes,
+                                          forget_probed_kernels, layer_shapes, model_kernels, onednn_counts, row_blocks)
 
     model, tok = build_tiny_lm(seed=6)
     found = onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
@@ -163,7 +164,7 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
     conv = gpt2.transformer.h[0].mlp.c_fc  # oneDNN on a Conv1D's own (transposed) weight: the layer's values
     x = torch.randn(2, 9, conv.weight.shape[0])
     with torch.inference_mode():
-        assert torch.allclose(row_blocked(conv, lambda n: (n,), library=ONEDNN)(x), conv(x), atol=1e-5)
+        assert torch.allclose(row_blocked(conv, lambda n: (n,), Kernels((), (), ONEDNN))(x), conv(x), atol=1e-5)
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])

@@ -141,7 +141,7 @@ def test_the_exact_prefill_is_the_same_bits_in_any_batch_and_after_a_cached_pref
     prompts = DINO_LIKE + OTHER + ["x" * 70 + ' "']  # one prompt of more than one row block's worth of queries
     with torch.inference_mode():
         for attention in ("softmax", "exact-sum"):
-            num = Numerics(attention, tuple(sorted(INTEL_COUNTS)), True, True, "simulated")
+            num = Numerics(attention, kernels.Kernels(tuple(sorted(INTEL_COUNTS))), True, True, "simulated")
             shared = PromptBank(model, tok, prompts, batch_size=3, share_prefixes=True, numerics=num)
             whole = PromptBank(model, tok, prompts, batch_size=7, share_prefixes=False, numerics=num)
             part = PromptBank(model, tok, prompts[1:3] + prompts[5:], batch_size=32, numerics=num)
@@ -205,7 +205,8 @@ def test_a_probed_prefill_cuts_its_padding_and_keeps_the_bits(simulated, monkeyp
         with torch.inference_mode():
             cut = PromptBank(model, tok, prompts, batch_size=32, numerics=found)
             # no counts: every prompt alone (extend_rows, row by row), in whole blocks of PREFILL_ROWS
-            whole = PromptBank(model, tok, prompts, batch_size=32, numerics=dataclasses.replace(found, counts=()))
+            whole = PromptBank(model, tok, prompts, batch_size=32, numerics=dataclasses.replace(
+                found, kernels=found.kernels._replace(counts=())))
             alone = [PromptBank(model, tok, [p], numerics=found) for p in prompts]
     assert cut.forward_tokens == whole.forward_tokens
     assert whole.forward_rows % PREFILL_ROWS == 0 and whole.forward_rows >= whole.forward_tokens
