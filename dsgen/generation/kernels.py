@@ -57,14 +57,14 @@ def _per_thread_count(measure: Callable[..., Any]) -> Callable[..., Any]:
     kernel's bits can depend on how many threads split its work, so an answer found at one thread count is
     never given at another. ``cache_clear`` forgets every answer."""
     @functools.lru_cache(maxsize=None)
-    def at(threads: int, *args: Any) -> Any:
-        return measure(*args)
+    def at(threads: int, *args: Any, **kwargs: Any) -> Any:
+        return measure(*args, **kwargs)
 
     @functools.wraps(measure)
-    def measured(*args: Any) -> Any:
+    def measured(*args: Any, **kwargs: Any) -> Any:
         import torch
 
-        return at(torch.get_num_threads(), *args)
+        return at(torch.get_num_threads(), *args, **kwargs)
 
     measured.cache_clear = at.cache_clear  # type: ignore[attr-defined]
     return measured
@@ -300,7 +300,7 @@ def model_kernels(model: Any) -> Kernels:
         every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
         found = set(onednn_counts(shapes))
         if conv1d_shapes(model):  # GPT-2: its projections' layout too
-            found &= set(onednn_counts(conv1d_shapes(model), True))
+            found &= set(onednn_counts(conv1d_shapes(model), conv1d=True))
         if every <= found:
             return Kernels(tuple(sorted(found)), (), ONEDNN)
     counts = invariant_counts(shapes)

@@ -21,7 +21,9 @@ stay out of it), as one unit of ``make test``'s pool; ``make test-kernels`` runs
   of 1024 or 2048 columns other bits on one thread than on two (``invariant_counts``, ``HEAD_BLOCK``).
 
 The inner run checks, before it collects anything, that the kernels it was given are the ones it runs. Two tests of
-what a process adds rather than what the kernels compute (``PROCESS_TESTS``) run on the machine's own kernels only.
+what a process adds rather than what the kernels compute, and the two of what the real SmolLM2 writes (its exactness on
+each kind is the real-generator probe's test, which runs in every pass) run on the machine's own kernels only
+(``PROCESS_TESTS``).
 """
 
 import os
@@ -48,10 +50,13 @@ AMD_MKL = "Intel(R) Architecture processors"  # MKL's path on an AMD CPU (mkl_co
 XEON_MKL = ("Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R) Deep Learning Boost "
             "(Intel(R) DL Boost)")  # AVX-512 with VNNI, no bfloat16 (that path adds "and bfloat16")
 INTEL_AVX2_MKL = "Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2) enabled processors"
-# what a process adds, not what the kernels do (hash order, a kill and a resume): run on the machine's own kernels only,
-# so that the passes stay within CI's time (about 23 s of each)
+# what a process adds, not what the kernels do (hash order, a kill and a resume), and what the real SmolLM2 writes (its
+# exactness on each kind is test_invariance's real-generator probe): run on the machine's own kernels only, so that
+# the passes stay within CI's time (about 23 s and 25 s of each)
 PROCESS_TESTS = ("tests/generation/test_debiased.py::test_same_file_in_processes_with_different_hash_seeds",
-                 "tests/generation/test_debiased.py::test_resume_after_a_kill_at_a_random_moment_gives_the_same_file")
+                 "tests/generation/test_debiased.py::test_resume_after_a_kill_at_a_random_moment_gives_the_same_file",
+                 "tests/generation/test_debiased.py::test_real_smollm2_two_inputs",
+                 "tests/generation/test_debiased.py::test_real_smollm2_chat_prompted")
 XEON_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
 INTEL_AVX2_KERNELS = AVX2_KERNELS | {"ONEDNN_MAX_CPU_ISA": "AVX2"}
 INTEL_CPU = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
