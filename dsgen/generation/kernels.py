@@ -203,12 +203,12 @@ def conv1d_shapes(model: Any) -> tuple[tuple[int, int], ...]:
     return tuple(sorted({(int(m.weight.shape[0]), int(m.weight.shape[1])) for m in model.modules() if is_conv1d(m)}))
 
 
-def layer_shapes(model: Any) -> tuple[tuple[int, int], ...]:
-    """(in, out) of every distinct linear layer of ``model`` (GPT-2's ``Conv1D`` ones too; and of the output head's
-    blocks)."""
+def layer_shapes(model: Any, conv1d: bool = True) -> tuple[tuple[int, int], ...]:
+    """(in, out) of every distinct linear layer of ``model`` (GPT-2's ``Conv1D`` ones too, unless not ``conv1d``; and
+    of the output head's blocks)."""
     import torch
 
-    shapes = set(conv1d_shapes(model))
+    shapes = set(conv1d_shapes(model) if conv1d else ())
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
             shapes.add((int(module.weight.shape[1]), int(module.weight.shape[0])))
@@ -287,20 +287,22 @@ def model_kernels(model: Any) -> Kernels:
     default shapes, so that a tiny model's steps are cut as a real one's). oneDNN (:func:`onednn_counts`) where it
     gives a row the large batch's bits at every probed count from 2 on, the model's layers being float32
     (``torch.nn.Linear`` ones, and GPT-2's ``Conv1D`` ones probed in their own layout); else PyTorch's own linear at
-    the counts it
-    passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does), those where
-    the transposed product is invariant and faster, or alone invariant, run that way (:func:`transposed_counts`;
-    only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on the probe's bits alone, never
-    on a timing, so every process on the machine makes the same one (the two libraries give a row other bits)."""
+    the counts it passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does),
+    those where the transposed product is invariant and faster, or alone invariant, run that way
+    (:func:`transposed_counts`; only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on
+    the probe's bits alone, never on a timing, so every process on the machine makes the same one (the two libraries
+    give a row other bits)."""
     import torch
 
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
     layers = [m for m in model.modules() if (isinstance(m, torch.nn.Linear) and m.weight.dim() == 2) or is_conv1d(m)]
     if all(m.weight.dtype == torch.float32 for m in layers):
         every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
-        found = set(onednn_counts(shapes))
-        if conv1d_shapes(model):  # GPT-2: its projections' layout too
-            found &= set(onednn_counts(conv1d_shapes(model), conv1d=True))
+        # each layer in the layout it holds its weight in: GPT-2's projections as Conv1D ones, the rest as Linear ones
+        found = set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model, conv1d=False))))))
+        conv = conv1d_shapes(model)
+        if conv:
+            found &= set(onednn_counts(conv, conv1d=True))
         if every <= found:
             return Kernels(tuple(sorted(found)), (), ONEDNN)
     counts = invariant_counts(shapes)

@@ -158,7 +158,7 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
     forget_probed_kernels()
     assert model_kernels(model) == kernels  # probed again: the same choice
     gpt2, _ = build_tiny_lm(seed=6, arch="gpt2")
-    both = (set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(gpt2))))))
+    both = (set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(gpt2, conv1d=False))))))
             & set(onednn_counts(conv1d_shapes(gpt2), conv1d=True)))
     assert conv1d_shapes(gpt2) and (model_kernels(gpt2).library == ONEDNN) == (every <= both)
     conv = gpt2.transformer.h[0].mlp.c_fc  # oneDNN on a Conv1D's own (transposed) weight: the layer's values
