@@ -33,6 +33,9 @@ def bench_generation(
         help="Also time the core at the fastest batch with decode steps cut into these row counts and the exact-sum "
              "softmax, as on a CPU whose probe found them, e.g. an Intel Xeon's plain kernel's 16-56,193-512 "
              "(speed only).")] = None,
+    plain_weights: Annotated[bool, typer.Option(
+        help="Also time the core at the fastest batch with oneDNN's weights plain (reordered on every multiply) "
+             "instead of packed once ahead, where the probe chose oneDNN (speed; the outputs must be the same).")] = False,
     json_out: o.JsonFile = None,
     seed: o.LegacySeed = None,
 ) -> None:
@@ -56,7 +59,7 @@ def bench_generation(
         check_writable_target(json_out)
     run(generator=generator, n_inputs=n_inputs, batch_sizes=batch_size, greedy_items=greedy_items,
         data_dir=data_dir, device=device, seed=_or(o.data_seed_given(data_seed, seed), 42), json_out=json_out,
-        precision=precision, row_counts=counts)
+        precision=precision, row_counts=counts, plain_weights=plain_weights)
 
 
 def parse_counts(text: str) -> list[int]:

@@ -169,7 +169,7 @@ def block_product(x: Any, w: Any, bias: Any, out: Any, kernels: Kernels = Kernel
     import torch
 
     if kernels.library == ONEDNN:
-        out.copy_(onednn(x, w.t(), bias))
+        out.copy_(onednn(x, kernels.onednn_weight(w.t()), bias))
     elif x.shape[0] in kernels.transposed and bias is None:
         out.copy_(transposed(x, w.t()))
     elif bias is None:
@@ -268,7 +268,7 @@ def row_blocked(module: Any, rows: Callable[[int], tuple[int, ...]], kernels: Ke
         if total > n:
             flat = torch.cat([flat, flat.new_zeros(total - n, flat.shape[1])])
         if kernels.library == ONEDNN and len(plan) == 1:  # one block: oneDNN's own output, no copy
-            return onednn(flat, w.t(), bias)[:n].view(*x.shape[:-1], w.shape[1])
+            return onednn(flat, kernels.onednn_weight(w.t()), bias)[:n].view(*x.shape[:-1], w.shape[1])
         y = torch.empty((total, w.shape[1]), dtype=torch.result_type(flat, w), device=flat.device)
         r = 0
         for m in plan:

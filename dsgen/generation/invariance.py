@@ -52,7 +52,7 @@ from dsgen.generation.kernels import model_kernels
 from dsgen.generation.probed import ATTENTIONS, Numerics, known, remember
 
 
-PROBE_VERSION = 9  # enters the key of every stored probe: bumped when the probe or the paths it checks change
+PROBE_VERSION = 10  # enters the key of every stored probe: bumped when the probe or the paths it checks change
 
 
 def numerics(model: Any) -> Numerics:

@@ -21,8 +21,11 @@ oneDNN's matrix multiply (:func:`onednn`, PyTorch's mkldnn linear) gives a row t
 every count from 2 on, on every CPU kind met (an AMD EPYC's AVX-512 and AVX2, an Intel Xeon's AVX-512 and an Intel
 CPU's AVX2 paths), where MKL has them at some counts only; so where :func:`onednn_counts` finds that, a model's
 layers run it for every block (:func:`model_kernels`; GPT-2's ``Conv1D`` ones too, probed in their own weight layout),
-and a step is one block of its own rows (a single row padded to two). Its bits are not MKL's: which library runs is
-decided by the probe's bits alone, never by a timing, so every process on a machine decides alike.
+and a step is one block of its own rows (a single row padded to two, where it does not pass too). Its bits are not MKL's: which library runs is
+decided by the probe's bits alone, never by a timing, so every process on a machine decides alike. Its weights are
+packed once into oneDNN's own blocked layout (:func:`packed`, a second copy kept while the model lives) rather than
+reordered by oneDNN on every multiply, where the probe finds that gives the plain weights' bits
+(:func:`onednn_packs_alike`: every kind met); the packed multiply is the one probed row count by row count.
 
 Measured, not written down: another BLAS or CPU may choose its kernels elsewhere (results/benchmarks.md has the maps).
 """
@@ -241,6 +244,74 @@ def onednn_conv1d(x: Any, w: Any, bias: Any = None) -> Any:
     return onednn(x, w.t().contiguous().t(), bias)
 
 
+PACK_ROWS = LARGE_ROWS[-1]  # the batch oneDNN is told to expect when it lays a weight out ahead (:func:`pack`)
+_PACKED: Any = None  # tensor -> ((its data pointer, version), {view: packed}), a torch WeakIdKeyDictionary (:func:`packed`)
+
+
+def pack(w: Any) -> Any:
+    """``w`` (a linear layer's ``[out, in]`` float32 weight, or a view of one) laid out in oneDNN's own blocked format,
+    for :func:`onednn`, which otherwise reorders a plain weight on every call: 3-20% of a multiply of SmolLM2's
+    shapes at 145 rows on an emulated Xeon's path (results/benchmarks.md). A row gets the plain weight's bits at every
+    count from 2 on, on every CPU kind met; where a machine's probe finds otherwise it multiplies the plain weight
+    (:func:`onednn_packs_alike`)."""
+    import torch
+
+    return torch.ops.mkldnn._reorder_linear_weight(w, PACK_ROWS)
+
+
+def packed(w: Any) -> Any:
+    """:func:`pack` of ``w``, done once and kept while the tensor ``w`` views (a model's parameter) lives with the same
+    values: its data pointer and version counter stamp the copies (one per view: a head's blocks of rows, a
+    ``Conv1D``'s transpose). A tensor made in inference mode has no version counter: it is packed on every call."""
+    global _PACKED
+    root = w if w._base is None else w._base
+    try:
+        stamp = (root.data_ptr(), root._version)
+    except RuntimeError:
+        return pack(w)
+    if _PACKED is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _PACKED = WeakIdKeyDictionary()
+    entry = _PACKED.get(root)
+    if entry is None or entry[0] != stamp:
+        entry = _PACKED[root] = (stamp, {})
+    view = (w.storage_offset(), tuple(w.shape), tuple(w.stride()))
+    if view not in entry[1]:
+        entry[1][view] = pack(w)
+    return entry[1][view]
+
+
+def _packed_multiply(conv1d: bool) -> Callable[..., Any]:
+    """The probes' :func:`onednn` with each weight packed once (:func:`pack`) from the layout a layer holds it in (a
+    ``torch.nn.Linear``'s, or a ``Conv1D``'s), as a model's layers run it (:func:`packed`)."""
+    kept: dict[int, tuple[Any, Any]] = {}
+
+    def multiply(x: Any, w: Any, bias: Any = None) -> Any:
+        if id(w) not in kept:  # the weight itself kept too, so that its id is not reused
+            kept[id(w)] = (w, pack(w.t().contiguous().t() if conv1d else w))
+        return onednn(x, kept[id(w)][1], bias)
+
+    return multiply
+
+
+@_per_thread_count
+def onednn_packs_alike(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, conv1d: bool = False) -> bool:
+    """Whether :func:`onednn` by a packed weight (:func:`pack`) gives the probes' reference batches (:func:`_reference`)
+    the bits of the plain weight, for layers of these shapes (held as a ``Conv1D`` holds them, with ``conv1d``): true
+    on every CPU kind met. Where it is, and the packed multiply is invariant (:func:`onednn_counts`), a row gets the
+    bits the plain weight gives it in a large batch, so packing changes no output."""
+    import torch
+
+    try:
+        plain = _reference(shapes, onednn_conv1d if conv1d else onednn)
+        ahead = _reference(shapes, _packed_multiply(conv1d))
+    except (AttributeError, RuntimeError, NotImplementedError):  # a build without the packing op
+        return False
+    return (plain is not None and ahead is not None
+            and all(torch.equal(a, b) for a, b in zip(plain[1], ahead[1])))
+
+
 def _onednn_runs() -> bool:
     """Whether this PyTorch build runs :func:`onednn` on the CPU (built with oneDNN, the op present)."""
     import torch
@@ -252,15 +323,17 @@ def _onednn_runs() -> bool:
 
 
 @_per_thread_count
-def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, conv1d: bool = False) -> tuple[int, ...]:
+def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, conv1d: bool = False,
+                  packs: bool = False) -> tuple[int, ...]:
     """The row counts (every count up to ``PROBED_ROWS`` and ``LARGE_ROWS``) at which :func:`onednn` gives every row
     the bits of its own reference batch (as :func:`invariant_counts` for PyTorch's linear, whose bits it does not
     share), with the weights held as a ``torch.nn.Linear`` holds them, or (``conv1d``) as GPT-2's ``Conv1D`` does
-    (:func:`onednn_conv1d`): every count but 1 on every CPU kind met, either way; none where the build has no
-    oneDNN."""
+    (:func:`onednn_conv1d`), each plain or (``packs``) packed once ahead (:func:`pack`), as the layers run it where
+    :func:`onednn_packs_alike`: every count but 1 on every CPU kind met, any way (packed on an Intel CPU's AVX2 path,
+    1 too); none where the build has no oneDNN."""
     if not _onednn_runs():
         return ()
-    multiply = onednn_conv1d if conv1d else onednn
+    multiply = _packed_multiply(conv1d) if packs else onednn_conv1d if conv1d else onednn
     found = _reference(shapes, multiply)
     if found is None:
         return ()
@@ -271,11 +344,18 @@ def onednn_counts(shapes: tuple[tuple[int, int], ...] = LAYER_SHAPES, conv1d: bo
 class Kernels(NamedTuple):
     """What a model's linear layers run: the row counts at which every layer gives a row the bits of a large batch
     (a step's rows are cut into blocks of them, :func:`row_blocks`), the library (``ATEN``: PyTorch's own linear, or
-    ``ONEDNN``: :func:`onednn` for every block), and, with ``ATEN``, the counts whose blocks run :func:`transposed`."""
+    ``ONEDNN``: :func:`onednn` for every block), with ``ATEN`` the counts whose blocks run :func:`transposed`, and with
+    ``ONEDNN`` whether its weights are packed ahead (:func:`packed`; the plain weights' bits, :func:`onednn_packs_alike`).
+    """
 
     counts: tuple[int, ...]
     transposed: tuple[int, ...] = ()
     library: str = ATEN
+    packs: bool = False
+
+    def onednn_weight(self, w: Any) -> Any:
+        """``w`` (a linear layer's ``[out, in]`` weight, or a view of one) as :func:`onednn` multiplies by it here."""
+        return packed(w) if self.packs else w
 
     def own(self, rows: int) -> bool:
         """Whether a block of ``rows`` rows runs the layer's own multiply (PyTorch's, not transposed)."""
@@ -286,7 +366,8 @@ def model_kernels(model: Any) -> Kernels:
     """The :class:`Kernels` for ``model`` at the current thread count, probed on shapes of its linear layers (and the
     default shapes, so that a tiny model's steps are cut as a real one's). oneDNN (:func:`onednn_counts`) where it
     gives a row the large batch's bits at every probed count from 2 on, the model's layers being float32
-    (``torch.nn.Linear`` ones, and GPT-2's ``Conv1D`` ones probed in their own layout); else PyTorch's own linear at
+    (``torch.nn.Linear`` ones, and GPT-2's ``Conv1D`` ones probed in their own layout), its weights packed ahead where
+    that gives the plain weights' bits (:func:`onednn_packs_alike`); else PyTorch's own linear at
     the counts it passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does),
     those where the transposed product is invariant and faster, or alone invariant, run that way
     (:func:`transposed_counts`; only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on
@@ -299,12 +380,13 @@ def model_kernels(model: Any) -> Kernels:
     if all(m.weight.dtype == torch.float32 for m in layers):
         every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
         # each layer in the layout it holds its weight in: GPT-2's projections as Conv1D ones, the rest as Linear ones
-        found = set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model, conv1d=False))))))
-        conv = conv1d_shapes(model)
+        linear, conv = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model, conv1d=False)))), conv1d_shapes(model)
+        packs = onednn_packs_alike(linear) and (not conv or onednn_packs_alike(conv, conv1d=True))
+        found = set(onednn_counts(linear, packs=packs))
         if conv:
-            found &= set(onednn_counts(conv, conv1d=True))
+            found &= set(onednn_counts(conv, conv1d=True, packs=packs))
         if every <= found:
-            return Kernels(tuple(sorted(found)), (), ONEDNN)
+            return Kernels(tuple(sorted(found)), (), ONEDNN, packs)
     counts = invariant_counts(shapes)
     unbiased = all(isinstance(m, torch.nn.Linear) and m.bias is None for m in layers)
     turned = transposed_counts(shapes) if unbiased and counts else ()
@@ -391,11 +473,13 @@ def forget_probed_kernels() -> None:
     invariant_counts.cache_clear()
     transposed_counts.cache_clear()
     onednn_counts.cache_clear()
+    onednn_packs_alike.cache_clear()
     invariant_key_columns.cache_clear()
 
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "LAYER_SHAPES", "HEAD_BLOCK", "BLOCK_COST", "ROW_BLOCK_LIMIT", "ATEN", "ONEDNN",
            "Kernels", "invariant_counts", "transposed", "transposed_counts", "onednn", "onednn_conv1d", "onednn_counts",
+           "pack", "packed", "onednn_packs_alike", "PACK_ROWS",
            "is_conv1d", "conv1d_shapes", "layer_shapes",
            "model_kernels", "model_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
            "forget_probed_kernels"]

@@ -67,14 +67,14 @@ class Numerics:
         kernels = self.kernels
         return {**asdict(self), "failed": list(self.failed),
                 "kernels": {"counts": list(kernels.counts), "transposed": list(kernels.transposed),
-                            "library": kernels.library}}
+                            "library": kernels.library, "packs": kernels.packs}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Numerics:
         """The record :meth:`to_dict` wrote."""
         kernels = data["kernels"]
         return cls(data["attention"], Kernels(tuple(kernels["counts"]), tuple(kernels["transposed"]),
-                                              kernels["library"]),
+                                              kernels["library"], bool(kernels["packs"])),
                    bool(data["shared"]), bool(data["threads"]), data["cpu"], tuple(data["failed"]))
 
     def summary(self) -> str:

@@ -119,8 +119,9 @@ def test_blocks_run_transposed_give_the_bits_of_the_plain_kernel_wherever_the_pr
     model, tok = build_tiny_lm(seed=6)
     shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
     plain, either = invariant_counts(shapes), transposed_counts(shapes, False)
-    with unittest.mock.patch("dsgen.generation.kernels.onednn_counts", lambda shapes, conv1d=False: ()):  # fallback
-        counts, turned, library = model_kernels(model)
+    with unittest.mock.patch("dsgen.generation.kernels.onednn_counts",
+                             lambda shapes, conv1d=False, packs=False: ()):  # the fallback
+        counts, turned, library, _ = model_kernels(model)
     assert library == ATEN
     assert set(turned) <= set(either) and set(either) - set(plain) <= set(turned)  # the one kernel a count has
     assert set(counts) == set(plain) | set(turned)
@@ -143,28 +144,73 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
     """A model of float32 ``torch.nn.Linear`` layers runs oneDNN's multiply exactly where that gives a row the large
     batch's bits at every probed count from 2 on (every CPU kind met), whatever PyTorch's own does; GPT-2, whose
     ``Conv1D`` layers hold their weights transposed, where it does so in that layout too. The choice rests on bits
-    alone, so two probes choose alike; a step of one row is padded to 2 rows there, any other is one block."""
+    alone, so two probes choose alike; a step of one row is padded to 2 rows there (unless one row passes too), any
+    other is one block."""
     from dsgen.generation.kernels import (LARGE_ROWS, LAYER_SHAPES, ONEDNN, Kernels, conv1d_shapes,
-                                          forget_probed_kernels, layer_shapes, model_kernels, onednn_counts, row_blocks)
+                                          forget_probed_kernels, layer_shapes, model_kernels, onednn_counts,
+                                          onednn_packs_alike, row_blocks)
 
     model, tok = build_tiny_lm(seed=6)
-    found = onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model)))))
+    shapes = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model))))
+    packs = onednn_packs_alike(shapes)
+    found = onednn_counts(shapes, packs=packs)
     kernels = model_kernels(model)
     every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
     assert (kernels.library == ONEDNN) == (every <= set(found))
     if kernels.library == ONEDNN:
-        assert kernels.counts == found and kernels.transposed == () and row_blocks(1, found) == (2,)
+        assert kernels.counts == found and kernels.transposed == ()
+        # one row padded to two, but where a single row gets the large batch's bits too (packed weights on an Intel
+        # CPU's AVX2 path)
+        assert row_blocks(1, found) == ((1,) if 1 in found else (2,))
+        assert kernels.packs == packs
         assert all(row_blocks(n, found) == (n,) for n in (2, 7, 64, 100, 300, 512))
     forget_probed_kernels()
     assert model_kernels(model) == kernels  # probed again: the same choice
     gpt2, _ = build_tiny_lm(seed=6, arch="gpt2")
-    both = (set(onednn_counts(tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(gpt2, conv1d=False))))))
-            & set(onednn_counts(conv1d_shapes(gpt2), conv1d=True)))
+    linear = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(gpt2, conv1d=False))))
+    packs = onednn_packs_alike(linear) and onednn_packs_alike(conv1d_shapes(gpt2), conv1d=True)
+    both = (set(onednn_counts(linear, packs=packs)) & set(onednn_counts(conv1d_shapes(gpt2), conv1d=True, packs=packs)))
     assert conv1d_shapes(gpt2) and (model_kernels(gpt2).library == ONEDNN) == (every <= both)
     conv = gpt2.transformer.h[0].mlp.c_fc  # oneDNN on a Conv1D's own (transposed) weight: the layer's values
     x = torch.randn(2, 9, conv.weight.shape[0])
     with torch.inference_mode():
-        assert torch.allclose(row_blocked(conv, lambda n: (n,), Kernels((), (), ONEDNN))(x), conv(x), atol=1e-5)
+        for packs in (False, True):  # its weight plain, or packed ahead
+            assert torch.allclose(row_blocked(conv, lambda n: (n,), Kernels((), (), ONEDNN, packs))(x), conv(x),
+                                  atol=1e-5)
+
+
+def test_a_packed_weight_is_kept_while_its_tensor_lives_unchanged():
+    """:func:`~dsgen.generation.kernels.packed` packs a weight (or a view of one: a head's block of rows) once and
+    hands the same copy back while the tensor lives with the same values; a weight changed in place is packed anew,
+    and a freed one's copies go with it. Where this machine's probe lets the layers run packed weights
+    (:func:`~dsgen.generation.kernels.onednn_packs_alike`), a row gets the plain weight's bits at every count the
+    packed multiply is invariant at."""
+    import gc
+
+    from dsgen.generation import kernels
+    from dsgen.generation.kernels import LARGE_ROWS, onednn, onednn_counts, onednn_packs_alike, packed
+
+    if not kernels._onednn_runs():
+        pytest.skip("this PyTorch build has no oneDNN")
+    layer = torch.nn.Linear(48, 80, bias=False)
+    with torch.inference_mode():
+        first, block = packed(layer.weight), packed(layer.weight[16:48])
+        assert packed(layer.weight) is first and packed(layer.weight[16:48]) is block and block is not first
+    x = torch.randn(512, 48)
+    with torch.no_grad():
+        layer.weight.mul_(2)  # a new version: packed anew, with the new values
+        assert packed(layer.weight) is not first
+        assert torch.equal(onednn(x[:7], packed(layer.weight)), onednn(x[:7], layer.weight))
+    kept = len(kernels._PACKED)
+    del layer, first, block
+    gc.collect()
+    assert len(kernels._PACKED) == kept - 1  # nothing left of the freed weight
+    shapes = ((48, 80), (80, 48))
+    if onednn_packs_alike(shapes):
+        w = torch.randn(80, 48)
+        counts = set(onednn_counts(shapes, packs=True)) & set(onednn_counts(shapes))
+        for n in sorted(counts & ({*range(2, 40), *LARGE_ROWS})):
+            assert torch.equal(onednn(x[:n], kernels.pack(w)), onednn(x[:n], w)), n
 
 
 @pytest.mark.parametrize("k,n", [(32, 64), (64, 32), (576, 1536)])

@@ -88,7 +88,7 @@ class IntelLikeGemm:
         kernels.forget_probed_kernels()
 
 
-def without_onednn(shapes=kernels.LAYER_SHAPES, conv1d=False):
+def without_onednn(shapes=kernels.LAYER_SHAPES, conv1d=False, packs=False):
     """:func:`~dsgen.generation.kernels.onednn_counts` on a CPU where oneDNN's multiply is invariant at no count, so
     that a model's layers run PyTorch's own linear (the fallback the simulation rounds)."""
     return ()
