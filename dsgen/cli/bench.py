@@ -35,7 +35,8 @@ def bench_generation(
              "(speed only).")] = None,
     plain_weights: Annotated[bool, typer.Option(
         help="Also time the core at the fastest batch with oneDNN's weights plain (reordered on every multiply) "
-             "instead of packed once ahead, where the probe chose oneDNN (speed; the outputs must be the same).")] = False,
+             "instead of packed once ahead, where the probe chose oneDNN (speed; the outputs must be the same).")
+    ] = False,
     json_out: o.JsonFile = None,
     seed: o.LegacySeed = None,
 ) -> None:

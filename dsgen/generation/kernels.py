@@ -21,11 +21,11 @@ oneDNN's matrix multiply (:func:`onednn`, PyTorch's mkldnn linear) gives a row t
 every count from 2 on, on every CPU kind met (an AMD EPYC's AVX-512 and AVX2, an Intel Xeon's AVX-512 and an Intel
 CPU's AVX2 paths), where MKL has them at some counts only; so where :func:`onednn_counts` finds that, a model's
 layers run it for every block (:func:`model_kernels`; GPT-2's ``Conv1D`` ones too, probed in their own weight layout),
-and a step is one block of its own rows (a single row padded to two, where it does not pass too). Its bits are not MKL's: which library runs is
-decided by the probe's bits alone, never by a timing, so every process on a machine decides alike. Its weights are
-packed once into oneDNN's own blocked layout (:func:`packed`, a second copy kept while the model lives) rather than
-reordered by oneDNN on every multiply, where the probe finds that gives the plain weights' bits
-(:func:`onednn_packs_alike`: every kind met); the packed multiply is the one probed row count by row count.
+and a step is one block of its own rows (a single row padded to two, where it does not pass too). Its bits are not
+MKL's: which library runs is decided by the probe's bits alone, never by a timing, so every process on a machine
+decides alike. Its weights are packed once into oneDNN's own blocked layout (:func:`packed`, a second copy kept
+while the model lives) rather than reordered by oneDNN on every multiply, where the probe finds that gives the plain
+weights' bits (:func:`onednn_packs_alike`: every kind met); the packed multiply is the one probed count by count.
 
 Measured, not written down: another BLAS or CPU may choose its kernels elsewhere (results/benchmarks.md has the maps).
 """
@@ -220,6 +220,8 @@ def layer_shapes(model: Any, conv1d: bool = True) -> tuple[tuple[int, int], ...]
         vocab, hidden = (int(x) for x in head.weight.shape)
         shapes.discard((hidden, vocab))
         shapes.add((hidden, min(vocab, HEAD_BLOCK)))
+        if vocab > HEAD_BLOCK and vocab % HEAD_BLOCK:  # the last, narrower block (GPT-2's 50,257: 1,105 columns)
+            shapes.add((hidden, vocab % HEAD_BLOCK))
     return tuple(sorted(shapes))
 
 
@@ -245,7 +247,8 @@ def onednn_conv1d(x: Any, w: Any, bias: Any = None) -> Any:
 
 
 PACK_ROWS = LARGE_ROWS[-1]  # the batch oneDNN is told to expect when it lays a weight out ahead (:func:`pack`)
-_PACKED: Any = None  # tensor -> ((its data pointer, version), {view: packed}), a torch WeakIdKeyDictionary (:func:`packed`)
+# :func:`packed`'s copies: tensor -> (its storage, weakly; its version; {view: packed}), a torch WeakIdKeyDictionary
+_PACKED: Any = None
 
 
 def pack(w: Any) -> Any:
@@ -261,25 +264,37 @@ def pack(w: Any) -> Any:
 
 def packed(w: Any) -> Any:
     """:func:`pack` of ``w``, done once and kept while the tensor ``w`` views (a model's parameter) lives with the same
-    values: its data pointer and version counter stamp the copies (one per view: a head's blocks of rows, a
-    ``Conv1D``'s transpose). A tensor made in inference mode has no version counter: it is packed on every call."""
+    values, one copy per view (a head's blocks of rows, a ``Conv1D``'s transpose). The tensor's storage and version
+    counter stamp the copies: an in-place change, ``param.data = ...`` or a module's ``.to()`` / ``.half()`` packs
+    anew (a weak reference to the storage: a new one never passes for it). A write through ``param.data``
+    bumps another counter and is not seen: :func:`forget_packed` after one. A tensor made in inference mode has no
+    version counter: it is packed on every call."""
     global _PACKED
     root = w if w._base is None else w._base
     try:
-        stamp = (root.data_ptr(), root._version)
+        version = root._version
     except RuntimeError:
         return pack(w)
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    storage = root.untyped_storage()
     if _PACKED is None:
         from torch.utils.weak import WeakIdKeyDictionary
 
         _PACKED = WeakIdKeyDictionary()
     entry = _PACKED.get(root)
-    if entry is None or entry[0] != stamp:
-        entry = _PACKED[root] = (stamp, {})
+    if entry is None or entry[0].expired() or entry[0].cdata != storage._cdata or entry[1] != version:
+        entry = _PACKED[root] = (StorageWeakRef(storage), version, {})
     view = (w.storage_offset(), tuple(w.shape), tuple(w.stride()))
-    if view not in entry[1]:
-        entry[1][view] = pack(w)
-    return entry[1][view]
+    if view not in entry[2]:
+        entry[2][view] = pack(w)
+    return entry[2][view]
+
+
+def forget_packed() -> None:
+    """Drop every weight :func:`packed` keeps (after writing a model's weights through ``param.data``)."""
+    global _PACKED
+    _PACKED = None
 
 
 def _packed_multiply(conv1d: bool) -> Callable[..., Any]:
@@ -345,8 +360,8 @@ class Kernels(NamedTuple):
     """What a model's linear layers run: the row counts at which every layer gives a row the bits of a large batch
     (a step's rows are cut into blocks of them, :func:`row_blocks`), the library (``ATEN``: PyTorch's own linear, or
     ``ONEDNN``: :func:`onednn` for every block), with ``ATEN`` the counts whose blocks run :func:`transposed`, and with
-    ``ONEDNN`` whether its weights are packed ahead (:func:`packed`; the plain weights' bits, :func:`onednn_packs_alike`).
-    """
+    ``ONEDNN`` whether its weights are packed ahead (:func:`packed`; the plain weights' bits,
+    :func:`onednn_packs_alike`)."""
 
     counts: tuple[int, ...]
     transposed: tuple[int, ...] = ()
@@ -362,12 +377,13 @@ class Kernels(NamedTuple):
         return self.library == ATEN and rows not in self.transposed
 
 
-def model_kernels(model: Any) -> Kernels:
+def model_kernels(model: Any, packs: bool | None = None) -> Kernels:
     """The :class:`Kernels` for ``model`` at the current thread count, probed on shapes of its linear layers (and the
     default shapes, so that a tiny model's steps are cut as a real one's). oneDNN (:func:`onednn_counts`) where it
     gives a row the large batch's bits at every probed count from 2 on, the model's layers being float32
     (``torch.nn.Linear`` ones, and GPT-2's ``Conv1D`` ones probed in their own layout), its weights packed ahead where
-    that gives the plain weights' bits (:func:`onednn_packs_alike`); else PyTorch's own linear at
+    that gives the plain weights' bits (:func:`onednn_packs_alike`; ``packs=False``: plain, as probed so); else
+    PyTorch's own linear at
     the counts it passes (:func:`invariant_counts`, all shapes against one kind of reference; empty where none does),
     those where the transposed product is invariant and faster, or alone invariant, run that way
     (:func:`transposed_counts`; only where every layer is a ``torch.nn.Linear`` without a bias). The choice rests on
@@ -381,7 +397,8 @@ def model_kernels(model: Any) -> Kernels:
         every = set(range(2, PROBED_ROWS + 1)) | set(LARGE_ROWS)
         # each layer in the layout it holds its weight in: GPT-2's projections as Conv1D ones, the rest as Linear ones
         linear, conv = tuple(sorted(set(LAYER_SHAPES) | set(layer_shapes(model, conv1d=False)))), conv1d_shapes(model)
-        packs = onednn_packs_alike(linear) and (not conv or onednn_packs_alike(conv, conv1d=True))
+        if packs is None:
+            packs = onednn_packs_alike(linear) and (not conv or onednn_packs_alike(conv, conv1d=True))
         found = set(onednn_counts(linear, packs=packs))
         if conv:
             found &= set(onednn_counts(conv, conv1d=True, packs=packs))
@@ -479,7 +496,7 @@ def forget_probed_kernels() -> None:
 
 __all__ = ["PROBED_ROWS", "LARGE_ROWS", "LAYER_SHAPES", "HEAD_BLOCK", "BLOCK_COST", "ROW_BLOCK_LIMIT", "ATEN", "ONEDNN",
            "Kernels", "invariant_counts", "transposed", "transposed_counts", "onednn", "onednn_conv1d", "onednn_counts",
-           "pack", "packed", "onednn_packs_alike", "PACK_ROWS",
+           "pack", "packed", "forget_packed", "onednn_packs_alike", "PACK_ROWS",
            "is_conv1d", "conv1d_shapes", "layer_shapes",
            "model_kernels", "model_counts", "invariant_rows", "row_blocks", "invariant_key_columns",
            "forget_probed_kernels"]

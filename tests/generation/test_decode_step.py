@@ -181,8 +181,8 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
 
 def test_a_packed_weight_is_kept_while_its_tensor_lives_unchanged():
     """:func:`~dsgen.generation.kernels.packed` packs a weight (or a view of one: a head's block of rows) once and
-    hands the same copy back while the tensor lives with the same values; a weight changed in place is packed anew,
-    and a freed one's copies go with it. Where this machine's probe lets the layers run packed weights
+    hands the same copy back while the tensor lives with the same values; a weight changed in place or given a new
+    storage is packed anew, and a freed one's copies go with it. Where this machine's probe lets the layers run packed weights
     (:func:`~dsgen.generation.kernels.onednn_packs_alike`), a row gets the plain weight's bits at every count the
     packed multiply is invariant at."""
     import gc
@@ -201,8 +201,15 @@ def test_a_packed_weight_is_kept_while_its_tensor_lives_unchanged():
         layer.weight.mul_(2)  # a new version: packed anew, with the new values
         assert packed(layer.weight) is not first
         assert torch.equal(onednn(x[:7], packed(layer.weight)), onednn(x[:7], layer.weight))
+        again = packed(layer.weight)
+        layer.weight.data = torch.randn(80, 48)  # a new storage (as a module's .to() makes): packed anew
+        assert packed(layer.weight) is not again
+        assert torch.equal(onednn(x[:7], packed(layer.weight)), onednn(x[:7], layer.weight))
+        again = packed(layer.weight)
+        kernels.forget_packed()  # what a write through .data needs
+        assert packed(layer.weight) is not again
     kept = len(kernels._PACKED)
-    del layer, first, block
+    del layer, first, block, again
     gc.collect()
     assert len(kernels._PACKED) == kept - 1  # nothing left of the freed weight
     shapes = ((48, 80), (80, 48))
