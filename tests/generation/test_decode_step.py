@@ -182,9 +182,9 @@ def test_the_probe_runs_onednn_where_it_passes_every_count():
 def test_a_packed_weight_is_kept_while_its_tensor_lives_unchanged():
     """:func:`~dsgen.generation.kernels.packed` packs a weight (or a view of one: a head's block of rows) once and
     hands the same copy back while the tensor lives with the same values; a weight changed in place or given a new
-    storage is packed anew, and a freed one's copies go with it. Where this machine's probe lets the layers run packed weights
-    (:func:`~dsgen.generation.kernels.onednn_packs_alike`), a row gets the plain weight's bits at every count the
-    packed multiply is invariant at."""
+    storage is packed anew, and a freed one's copies go with it. Where this machine's probe lets the layers run packed
+    weights (:func:`~dsgen.generation.kernels.onednn_packs_alike`), a row gets the plain weight's bits at every count
+    the packed multiply is invariant at."""
     import gc
 
     from dsgen.generation import kernels
