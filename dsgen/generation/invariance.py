@@ -105,7 +105,8 @@ def cpu_identity() -> dict[str, Any]:
     """What tells two CPUs' kernels apart: PyTorch's capability (which ``ATEN_CPU_CAPABILITY`` caps), the
     vendor, model name and vector flags (an Intel and an AMD AVX-512 CPU run different MKL kernels), the
     instruction cap MKL was given (``MKL_ENABLE_INSTRUCTIONS``) and the code path MKL reports it runs
-    (:func:`mkl_code_path`)."""
+    (:func:`mkl_code_path`), and the instruction cap oneDNN was given (``ONEDNN_MAX_CPU_ISA``, or its older name
+    ``DNNL_MAX_CPU_ISA``), whose multiply the linear layers run where the probe chose it."""
     import os
     import platform
 
@@ -129,6 +130,7 @@ def cpu_identity() -> dict[str, Any]:
     vector = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
     return {"capability": torch.backends.cpu.get_cpu_capability(), "vendor": vendor, "model": model, "flags": vector,
             "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS", ""), "mkl": mkl_code_path(),
+            "onednn_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA", ""),
             "machine": platform.machine()}
 
 
@@ -173,15 +175,33 @@ def _without_bookkeeping(config: Any) -> Any:
     return config
 
 
+def onednn_fp32_precision() -> str:
+    """The precision oneDNN's float32 matrix multiply runs at in this process: ``torch.backends.mkldnn.matmul``'s
+    ``fp32_precision``, else what it inherits (``torch.backends.mkldnn``, then ``torch.backends``), ``"ieee"`` where
+    none is set (``torch.set_float32_matmul_precision("medium")`` sets ``"bf16"``, ``"highest"`` sets ``"ieee"``)."""
+    import torch
+
+    backends = torch.backends
+    for holder in (getattr(getattr(backends, "mkldnn", None), "matmul", None), getattr(backends, "mkldnn", None),
+                   backends):
+        value = str(getattr(holder, "fp32_precision", "none"))
+        if value != "none":
+            return value
+    return "ieee"
+
+
 def probe_key(model: Any) -> str:
     """The key a probe of ``model`` is stored under: the probe's version, the CPU (:func:`cpu_identity`), the
-    thread count, the torch and transformers versions and the model (:func:`probed_model_key`)."""
+    thread count, the precision oneDNN multiplies float32 at here (:func:`onednn_fp32_precision`: at ``"bf16"`` it may
+    round otherwise, at other invariant counts), the torch and transformers versions and the model
+    (:func:`probed_model_key`)."""
     import torch
     import transformers
 
     from dsgen.artifacts import stable_hash
 
     return stable_hash({"probe": PROBE_VERSION, "cpu": cpu_identity(), "threads": torch.get_num_threads(),
+                        "onednn_fp32": onednn_fp32_precision(),
                         "torch": torch.__version__, "transformers": transformers.__version__,
                         "model": probed_model_key(model)}, length=24)
 
@@ -383,5 +403,5 @@ def _thread_invariant(model: Any, bank: PromptBank, texts: Sequence[str], candid
     return True
 
 
-__all__ = ["numerics", "probe", "stored_probe", "probe_key", "probed_model_key", "cpu_identity", "mkl_code_path",
-           "PROBE_VERSION"]
+__all__ = ["numerics", "probe", "stored_probe", "probe_key", "onednn_fp32_precision", "probed_model_key",
+           "cpu_identity", "mkl_code_path", "PROBE_VERSION"]

@@ -6,6 +6,7 @@ find a batch-invariant path on each, and the decoder must stop sharing where it 
 """
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -171,6 +172,23 @@ def test_the_probe_is_stored_on_disk_and_read_by_the_next_process(monkeypatch, t
     assert probe_key(model) != files[0].stem
     monkeypatch.setattr(invariance, "cpu_identity", lambda: {**cpu_identity(), "vendor": "GenuineIntel"})
     assert probe_key(model) != files[0].stem
+    monkeypatch.undo()
+    # oneDNN capped at another instruction set, or allowed to multiply float32 in bfloat16, is another key
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2" if os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2" else "SSE41")
+    assert probe_key(model) != files[0].stem
+    monkeypatch.undo()
+    assert probe_key(model) == files[0].stem
+    assert invariance.onednn_fp32_precision() == "ieee"  # nothing set: oneDNN multiplies float32 in float32
+    matmuls = (torch.backends.mkldnn.matmul, torch.backends.cuda.matmul)  # what the call below sets
+    before = [m.fp32_precision for m in matmuls]
+    try:
+        torch.set_float32_matmul_precision("medium")  # oneDNN may multiply float32 in bfloat16
+        assert invariance.onednn_fp32_precision() == "bf16" and probe_key(model) != files[0].stem
+        torch.set_float32_matmul_precision("highest")
+        assert invariance.onednn_fp32_precision() == "ieee" and probe_key(model) == files[0].stem
+    finally:
+        for m, value in zip(matmuls, before):
+            m.fp32_precision = value
     files[0].write_text("not json")  # a damaged file costs a probe, nothing else
     monkeypatch.undo()
     monkeypatch.setenv("DSGEN_CACHE_DIR", str(tmp_path))
