@@ -178,13 +178,17 @@ def _without_bookkeeping(config: Any) -> Any:
 def onednn_fp32_precision() -> str:
     """The precision oneDNN's float32 matrix multiply runs at in this process: ``torch.backends.mkldnn.matmul``'s
     ``fp32_precision``, else what it inherits (``torch.backends.mkldnn``, then ``torch.backends``), ``"ieee"`` where
-    none is set (``torch.set_float32_matmul_precision("medium")`` sets ``"bf16"``, ``"highest"`` sets ``"ieee"``)."""
+    none is set (``torch.set_float32_matmul_precision("medium")`` sets ``"bf16"``, ``"highest"`` sets ``"ieee"``).
+    An older torch without that interface: the one setting it has, ``torch.get_float32_matmul_precision()``."""
     import torch
 
     backends = torch.backends
-    for holder in (getattr(getattr(backends, "mkldnn", None), "matmul", None), getattr(backends, "mkldnn", None),
-                   backends):
-        value = str(getattr(holder, "fp32_precision", "none"))
+    mkldnn = getattr(backends, "mkldnn", None)
+    holders = [h for h in (getattr(mkldnn, "matmul", None), mkldnn, backends) if hasattr(h, "fp32_precision")]
+    if not holders:
+        return torch.get_float32_matmul_precision()
+    for holder in holders:
+        value = str(holder.fp32_precision)
         if value != "none":
             return value
     return "ieee"
