@@ -64,6 +64,12 @@ def _per_output(stats: dict[str, Any]) -> float:
     return 1 / max(stats["outputs_per_s"], 1e-9)
 
 
+def _mean_per_output(*runs: dict[str, Any]) -> float:
+    """The mean of :func:`_per_output` over timed runs (of the core before and after another loop: the machine's drift
+    during them moves both sides of a ratio to it alike)."""
+    return sum(_per_output(r) for r in runs) / len(runs)
+
+
 def synchronize(device: Any) -> None:
     """Wait for the device's queued work (CUDA runs asynchronously: a timer stops after this)."""
     import torch
@@ -287,23 +293,23 @@ def run(generator: str = "smollm2-135m", n_inputs: int = 24, batch_sizes: Sequen
         # again after it, and the headline ratio is to the mean of its time per kept output before and after
         after = core_run(lm.model, lm.tokenizer, reqs, sampling, best, seed)
         result["core_after_reference"] = after
-        per_output = (_per_output(core_stats) + _per_output(after)) / 2
         result["speedup_after_reference"] = round(after["outputs_per_s"] / ref_rate, 2)
-        result["speedup"] = round(_per_output(result["reference"]) / per_output, 2)
-    variants = {"core_row_counts": (lambda: other_numerics_run(lm.model, lm.tokenizer, reqs, sampling, best, seed,
-                                                                row_counts)) if row_counts else None,
-                "core_plain_weights": (lambda: plain_weights_run(lm.model, lm.tokenizer, reqs, sampling, best, seed)
-                                       ) if plain_weights else None}
+        result["speedup"] = round(_per_output(result["reference"]) / _mean_per_output(core_stats, after), 2)
+    variants = []
+    if row_counts:
+        variants.append(("core_row_counts", lambda: other_numerics_run(lm.model, lm.tokenizer, reqs, sampling, best,
+                                                                      seed, row_counts)))
+    if plain_weights:
+        variants.append(("core_plain_weights", lambda: plain_weights_run(lm.model, lm.tokenizer, reqs, sampling, best,
+                                                                        seed)))
     before = result.get("core_after_reference", core_stats)
-    for key, timed in variants.items():
-        if timed is None:
-            continue
+    for key, timed in variants:
         # timed between two runs of the core at the same batch (the one before it and another after it), against their
         # mean, so that the machine's drift during the runs moves both sides alike
         other = timed()
         again = core_run(lm.model, lm.tokenizer, reqs, sampling, best, seed)
         other["core_seconds_before_after"] = [before["seconds"], again["seconds"]]
-        other["ratio_to_core"] = round(_per_output(other) / ((_per_output(before) + _per_output(again)) / 2), 3)
+        other["ratio_to_core"] = round(_per_output(other) / _mean_per_output(before, again), 3)
         if key == "core_plain_weights":  # the same outputs by construction (row counts of another CPU: not so)
             other["same_outputs_as_core"] = other["outputs_hash"] == core_stats["outputs_hash"]
         result[key], before = other, again
