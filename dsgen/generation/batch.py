@@ -2,10 +2,11 @@
 and the invariant that keeps them consistent.
 
 Layout: the batch owns, per layer, key and value buffers of ``[max_rows, H, columns, D]``
-allocated once, an attention mask ``[max_rows, columns]`` and per-row positions. Column ``w`` is
-where the next token of every row is written; a row's cached tokens sit right-aligned before it,
-and its mask is 1 exactly there. Rows live in *slots*: an admitted prompt is copied into a free
-slot (the lowest one), a finished row just frees its slot (its mask goes to 0). So a decode step
+allocated once (views of one tensor where every layer's have one shape), an attention mask
+``[max_rows, columns]`` and per-row positions. Column ``w`` is where the next token of every row
+is written; a row's cached tokens sit right-aligned before it, and its mask is 1 exactly there.
+Rows live in *slots*: an admitted prompt is copied into a free slot (the lowest one), a finished
+row just frees its slot (its mask goes to 0). So a decode step
 writes one column in place instead of rebuilding the cache, and retiring a group copies nothing.
 Only rows ``[0, used)`` are forwarded; when many of them are free, live rows move to the front;
 when ``w`` reaches the last column, live columns move to the left. The invariant, checked after
@@ -70,6 +71,20 @@ def shared_prefixes(ids: Sequence[Sequence[int]]) -> list[int]:
     return best[1]
 
 
+def _moves(moves: Sequence[tuple[int, int, int, int]], device: Any) -> Any:
+    """``(row, column, row', column')`` moves as a ``[4, N]`` index tensor for :func:`_move` (None: no moves)."""
+    import torch
+
+    return torch.tensor(moves, dtype=torch.long, device=device).t() if moves else None
+
+
+def _move(into: Any, source: Any, at: Any) -> None:
+    """``into[row, :, column] = source[row', :, column']`` for every move of ``at`` (:func:`_moves`; between
+    ``[rows, H, columns, D]`` tensors), as one indexed copy."""
+    if at is not None:
+        into[at[0], :, at[1]] = source[at[2], :, at[3]]
+
+
 class PromptBank:
     """Every distinct prompt of a decode call, prefilled once (the counter prompt of a label is the
     main prompt of another label for the same input, so most prompts are shared).
@@ -111,43 +126,43 @@ class PromptBank:
         if not distinct:
             return
         pad = pad_id(tokenizer)
+        device = next(model.parameters()).device
         if share_prefixes is None:
             share_prefixes = numerics.shared
         shared = shared_prefixes(ids) if share_prefixes else [0] * len(ids)
 
-        # 1. each shared prefix once: per layer [H, p, D]
+        # 1. each shared prefix once; a prefix's keys and values are row ``row`` of its batch's, columns [0, p)
         prefixes = sorted({tuple(ids[i][:shared[i]]) for i in range(len(ids)) if shared[i]}, key=lambda x: (len(x), x))
-        cached: dict[tuple[int, ...], tuple[list[Any], list[Any]]] = {}
+        prefix_outs: list[Any] = []
+        where: dict[tuple[int, ...], tuple[int, int]] = {}  # prefix -> (its batch, its row there)
         for start in range(0, len(prefixes), batch_size):
             part = prefixes[start:start + batch_size]
             out = extend_rows(model, part, pad, numerics=numerics)
             self.forward_tokens += sum(out.lengths)
             self.forward_rows += out.rows
             self.batches += 1
-            for r, prefix in enumerate(part):
-                cached[prefix] = ([k[r, :, :len(prefix)] for k in out.keys], [v[r, :, :len(prefix)] for v in out.values])
+            where.update((prefix, (len(prefix_outs), r)) for r, prefix in enumerate(part))
+            prefix_outs.append(out)
 
-        # 2. every prompt's own tokens after its prefix, in batches of similar length
+        # 2. every prompt's own tokens after its prefix, in batches of similar length. Tokens move between
+        # tensors as one indexed copy per layer (index lists built once per batch), not one per prompt
         order = sorted(range(len(ids)), key=lambda i: (self.lengths[i] - shared[i], self.lengths[i], i))
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             past_lengths = [shared[i] for i in rows]
             past_k = past_v = None
-            if any(past_lengths):
-                wp = max(past_lengths)
-                layers = len(next(iter(cached.values()))[0])
+            wp = max(past_lengths)
+            if wp:  # each row's prefix right-aligned in [rows, H, wp, D], from the prefix batches
+                found = {r: where[tuple(ids[i][:p])] for r, (i, p) in enumerate(zip(rows, past_lengths)) if p}
+                moves = [_moves([(r, wp - past_lengths[r] + j, row, j) for r, (b, row) in found.items() if b == batch
+                                 for j in range(past_lengths[r])], device) for batch in range(len(prefix_outs))]
                 past_k, past_v = [], []
-                for layer in range(layers):
-                    some = next(iter(cached.values()))[0][layer]
-                    kb = some.new_zeros((len(rows), some.shape[0], wp, some.shape[-1]))
-                    vb = kb.clone()
-                    for r, i in enumerate(rows):
-                        if shared[i]:
-                            k, v = cached[tuple(ids[i][:shared[i]])]
-                            kb[r, :, wp - shared[i]:] = k[layer]
-                            vb[r, :, wp - shared[i]:] = v[layer]
-                    past_k.append(kb)
-                    past_v.append(vb)
+                for layer, some in enumerate(prefix_outs[0].keys):
+                    for into, part in ((past_k, "keys"), (past_v, "values")):
+                        buf = some.new_zeros((len(rows), some.shape[1], wp, some.shape[-1]))
+                        for b, move in enumerate(moves):
+                            _move(buf, getattr(prefix_outs[b], part)[layer], move)
+                        into.append(buf)
             out = extend_rows(model, [ids[i][shared[i]:] for i in rows], pad, past_k, past_v, past_lengths,
                               numerics=numerics)
             self.forward_tokens += sum(out.lengths)
@@ -156,13 +171,16 @@ class PromptBank:
             self.suffix_batches += 1
             if self.logits is None:
                 self._allocate(len(distinct), out)
-            for r, i in enumerate(rows):
-                n_new, p = out.lengths[r], shared[i]
-                for bank, new, layer_cache in ((self.keys, out.keys, 0), (self.values, out.values, 1)):
-                    for layer, (b, x) in enumerate(zip(bank, new)):
-                        b[i, :, self.width - n_new:] = x[r, :, :n_new]
-                        if p:
-                            b[i, :, self.width - n_new - p:self.width - n_new] = cached[tuple(ids[i][:p])][layer_cache][layer]
+            # a prompt's own tokens end at the bank's last column, its prefix (from the past) just before them
+            own = _moves([(i, self.width - n + t, r, t)
+                          for r, (i, n) in enumerate(zip(rows, out.lengths)) for t in range(n)], device)
+            before = _moves([(i, self.width - n - p + j, r, wp - p + j) for r, (i, n, p)
+                             in enumerate(zip(rows, out.lengths, past_lengths)) for j in range(p)], device)
+            for bank, new, past in ((self.keys, out.keys, past_k), (self.values, out.values, past_v)):
+                for layer, b in enumerate(bank):
+                    _move(b, new[layer], own)
+                    if past is not None:
+                        _move(b, past[layer], before)
             self.logits[torch.tensor(rows, device=out.logits.device)] = out.logits
             del out
 
@@ -203,6 +221,7 @@ class ActiveBatch:
         self.free: list[int] = []
         self.keys: list[Any] = []
         self.values: list[Any] = []
+        self.stacked: Any = None  # [2 * layers, max_rows, H, columns, D]: every buffer, where they share a shape
         self.mask: Any = None
         self.pos: Any = None
         self.logits: Any = None
@@ -220,12 +239,18 @@ class ActiveBatch:
     def _allocate(self, bank: PromptBank) -> None:
         import torch
 
-        shape = lambda t: (self.max_rows, t.shape[1], self.columns, t.shape[-1])  # noqa: E731
+        sources = (*bank.keys, *bank.values)
+        shapes = [(self.max_rows, t.shape[1], self.columns, t.shape[-1]) for t in sources]
         # not zeroed here (tens of MB per layer): a column is written before any row attends to it,
         # :meth:`admit` zeroes what an admitted row's masked columns hold before its prompt, and
-        # :meth:`advance` zeroes the padding rows it forwards
-        self.keys = [torch.empty(shape(k), dtype=k.dtype, device=self.device) for k in bank.keys]
-        self.values = [torch.empty(shape(v), dtype=v.dtype, device=self.device) for v in bank.values]
+        # :meth:`advance` zeroes the padding rows it forwards. Where every layer's keys and values have one
+        # shape and dtype (most models), the buffers are views of one tensor, so that a row moves in one copy
+        if len(set(shapes)) == 1 and len({t.dtype for t in sources}) == 1:
+            self.stacked = torch.empty((len(shapes), *shapes[0]), dtype=sources[0].dtype, device=self.device)
+            buffers = list(self.stacked.unbind(0))
+        else:
+            buffers = [torch.empty(shape, dtype=t.dtype, device=self.device) for shape, t in zip(shapes, sources)]
+        self.keys, self.values = buffers[:len(bank.keys)], buffers[len(bank.keys):]
         self.mask = torch.zeros((self.max_rows, self.columns), dtype=torch.long, device=self.device)
         self.pos = torch.zeros(self.max_rows, dtype=torch.long, device=self.device)
         self.logits = torch.zeros((self.max_rows, bank.logits.shape[-1]), dtype=torch.float32, device=self.device)
@@ -278,9 +303,14 @@ class ActiveBatch:
             return
         src = torch.tensor(sources, dtype=torch.long, device=self.device)
         dst = torch.tensor(targets, dtype=torch.long, device=self.device)
-        for buf in (*self.keys, *self.values):  # columns from w on are written before they are read
-            written = buf[:, :, :self.w]
-            written.index_copy_(0, dst, written.index_select(0, src))  # 25-40% faster than buf[dst] = buf[src]
+        if self.stacked is not None and not set(sources) & set(targets):
+            # row by row, every layer at once: one pass over the bytes (a gather, then a scatter, is two)
+            for s, t in zip(sources, targets):  # columns from w on are written before they are read
+                self.stacked[:, t, :, :self.w].copy_(self.stacked[:, s, :, :self.w])
+        else:
+            for buf in (*self.keys, *self.values):
+                written = buf[:, :, :self.w]
+                written.index_copy_(0, dst, written.index_select(0, src))  # 25-40% faster than buf[dst] = buf[src]
         for t in (self.mask, self.pos, self.logits):
             t[dst] = t[src]
 

@@ -189,6 +189,25 @@ def test_same_seed_same_outputs_other_seed_other_outputs(tiny_lm):
     assert sum(o.accepted for outs in a for o in outs) >= 10
 
 
+def test_a_decode_sets_the_objects_alive_before_it_aside_from_the_collector_and_returns_them(tiny_lm):
+    import gc
+
+    sampling = SamplingConfig(max_new_tokens=6)
+    reqs = make_requests(n_inputs=1, n=1)[:1]
+    inside: list[int] = []
+    dec = DebiasedDecoder(tiny_lm.model, tiny_lm.tokenizer, sampling, max_rows=8)
+    assert gc.get_freeze_count() == 0
+    dec.decode(reqs, seed=0, on_group_done=lambda out: inside.append(gc.get_freeze_count()))
+    assert inside and min(inside) > 0 and gc.get_freeze_count() == 0  # frozen during the decode only
+    gc.freeze()  # a process that froze objects itself keeps exactly those frozen
+    try:
+        before = gc.get_freeze_count()
+        dec.decode(reqs, seed=0)
+        assert gc.get_freeze_count() > before // 2  # not unfrozen (a frozen object may still die of its references)
+    finally:
+        gc.unfreeze()
+
+
 def test_at_decay_0_counter_prompts_change_no_output(tiny_lm):
     """Self-debiasing at a decay constant of 0 leaves every distribution as it is, so decoding the counter prompts
     changes no token: the same outputs with and without them, where both schedules admit every group at once (the
@@ -377,7 +396,8 @@ def test_a_curly_quote_spec_closes_with_the_curly_closing_quote(tmp_path):
         load_task_spec(str(mixed), with_inputs=True)
 
 
-def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm):
+@pytest.mark.parametrize("stacked", [True, False], ids=["one-tensor", "per-layer"])
+def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm, stacked):
     from dsgen.generation.batch import PromptBank
     from dsgen.generation.invariance import numerics
 
@@ -386,6 +406,11 @@ def test_active_batch_checks_its_invariant_and_moves_whole_rows(tiny_lm):
     batch = ActiveBatch(tiny_lm.model, torch.device("cpu"), max_rows=4, max_columns=bank.width + 5,
                         first_column=bank.width, numerics=found)
     slots = batch.admit(bank, ['Say "', 'Tell me "', 'Say "', 'Tell me "'])
+    # every layer's buffers share a shape here, so they are views of one tensor and a row moves in one copy;
+    # without it (a model whose layers differ), rows move layer by layer
+    assert batch.stacked is not None and batch.values[-1].data_ptr() == batch.stacked[-1].data_ptr()
+    if not stacked:
+        batch.stacked = None
     assert slots == [0, 1, 2, 3] and batch.live == 4
     with torch.inference_mode():
         batch.advance(torch.tensor([5, 6, 7, 8]))
