@@ -20,7 +20,7 @@ FOLDERS = {"dsgen": "dsgen", "methods": "dsgen.methods", "benchmarks": "dsgen.be
 FLOORS = [
     ("foundations", ["dsgen.errors", "dsgen.console", "dsgen.progress", "dsgen.seeding", "dsgen.suggest",
                      "dsgen.citations", "dsgen.config", "dsgen.artifacts", "dsgen.registry", "dsgen.identity",
-                     "dsgen.component", "dsgen.folders", "dsgen.redaction"]),
+                     "dsgen.component", "dsgen.folders", "dsgen.redaction", "dsgen.heap"]),
     ("data and models", ["dsgen.data", "dsgen.models", "dsgen.encoders", "dsgen.taskspec", "dsgen.task_specs",
                          "dsgen.endpoints"]),
     ("stages", ["dsgen.generation", "dsgen.labelling", "dsgen.reweighting", "dsgen.training", "dsgen.evaluation"]),

@@ -25,9 +25,8 @@ baseline it is checked against, is :mod:`dsgen.generation.reference`.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +36,7 @@ from dsgen.generation.invariance import numerics
 from dsgen.generation.outputs import DecodeOutput, DecodeRequest, OutputRules
 from dsgen.generation.probed import Numerics
 from dsgen.generation.sampling import SamplingConfig, TokenSampler
+from dsgen.heap import heap_frozen
 
 
 @dataclass
@@ -152,7 +152,7 @@ class DebiasedDecoder:
         """Decode every request; returns, per request, all sampled outputs in attempt order."""
         import torch
 
-        with torch.inference_mode(), _young_objects_collected():
+        with torch.inference_mode(), heap_frozen():  # a full collection skips the model's objects
             return self._decode(requests, seed, on_group_done)
 
     def _decode(self, requests: Sequence[DecodeRequest], seed: int,
@@ -163,29 +163,6 @@ class DebiasedDecoder:
         for k, v in schedule.batch.events.items():
             self.stats[k] = self.stats.get(k, 0) + v
         return outputs
-
-
-@contextlib.contextmanager
-def _young_objects_collected() -> Iterator[None]:
-    """Within the block, Python's cyclic garbage collector examines only objects made inside it.
-
-    A process holding a model holds some 400,000 objects (its modules, transformers' and torch's); a full
-    collection walks them all (about 0.2 s), and a decode triggers one or two: 2-3% of a 24-input decode
-    (``gc.callbacks``; results/benchmarks.md). :func:`gc.freeze` sets the objects alive at entry aside, and
-    :func:`gc.unfreeze` returns them at exit, so what the block makes is still collected and the collector is
-    as it was after. A process that froze objects itself
-    (a server before it forks) is left as it is. Objects alive at entry that become cyclic garbage inside the
-    block are collected at the first collection after it."""
-    import gc
-
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class _Schedule:

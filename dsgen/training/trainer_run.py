@@ -1,15 +1,15 @@
 """A Hugging Face / sentence-transformers ``Trainer`` run the way dsgen runs every one: behind dsgen's rich progress
 bar, its checkpoints in a temporary folder, the libraries' own printing dropped, the process's heap frozen
-for the run (:func:`heap_frozen`), and its batches computed without most of their padding where asked
+for the run (:func:`dsgen.heap.heap_frozen`), and its batches computed without most of their padding where asked
 (:mod:`dsgen.training.padding`). Serves the encoders' training (:mod:`dsgen.training.fit`) and RISE's SDI
 classifier (:mod:`dsgen.reweighting.sdi`)."""
 
 from __future__ import annotations
 
-import gc
 import tempfile
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from dsgen.heap import heap_frozen
 
 
 def train_with_progress(build: Callable[[str, Any], Any], description: str, steps: int, progress: bool = True,
@@ -45,27 +45,6 @@ def train_with_progress(build: Callable[[str, Any], Any], description: str, step
             trainer.remove_callback(cb)
         with heap_frozen(), trimmed_padding(trainer.model, trim_padding and trainer.args.n_gpu <= 1):
             trainer.train()
-
-
-@contextmanager
-def heap_frozen() -> Iterator[None]:
-    """The objects alive now kept out of the garbage collector's scans until the block ends (``gc.freeze``).
-
-    ``Trainer.train`` starts with accelerate's ``free_memory``, a full ``gc.collect()`` meant to return GPU memory:
-    it walks every object of the process, 0.26 s after importing the libraries and more in a process that holds
-    models and data, paid once per training (a comparison trains dozens of times). Frozen, that walk skips what
-    existed before the training; what the training allocates is collected as usual. Nested or concurrent blocks
-    leave the freezing to the outermost one, and a freeze made before (by the program, or by the interpreter: CPython
-    3.12 starts with 375 static tuples frozen) is left as it is, since ``gc.unfreeze`` would release it too; such a
-    process trains without the shortcut."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def noise_callbacks(trainer: Any) -> list[Any]:

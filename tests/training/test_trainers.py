@@ -328,10 +328,10 @@ def test_the_gist_loss_trains_with_a_guide_and_refuses_graded_weights(tiny_encod
 
 def test_a_trainers_run_freezes_the_heap_only_while_it_runs():
     """accelerate's full garbage collection at the start of every Trainer run skips what was alive before it
-    (dsgen.training.trainer_run.heap_frozen); the heap is unfrozen after, and an inner block leaves it to the outer."""
+    (dsgen.heap.heap_frozen); the heap is unfrozen after, and an inner block leaves it to the outer."""
     import gc
 
-    from dsgen.training.trainer_run import heap_frozen
+    from dsgen.heap import heap_frozen
 
     # Frozen objects that die leave the frozen set (another thread of the worker may free some at any time), so
     # counts are compared with a margin far below the objects an inner freeze would add. CPython 3.12 starts with
