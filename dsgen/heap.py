@@ -3,7 +3,8 @@
 A process holding models holds hundreds of thousands of objects (their modules, transformers' and torch's own), and
 a full collection walks them all: about 0.26 s after importing the libraries, more with models loaded. Long work
 triggers such collections (the decode loop one or two per call, about 2% of it) or asks for them (accelerate's
-``free_memory`` at the start of every ``Trainer`` run), and nothing alive before the work is garbage it made.
+``free_memory`` at the start of every ``Trainer`` run), and the objects alive before the work are not the garbage it
+leaves.
 :func:`heap_frozen` serves both: the decoder (:mod:`dsgen.generation.decoding`) and every training run
 (:mod:`dsgen.training.trainer_run`).
 """
