@@ -14,6 +14,11 @@ stay out of it), as one unit of ``make test``'s pool; ``make test-kernels`` runs
   capped at the same instructions (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI``). The probe then finds the row counts an
   Intel Xeon reported (16-56, 256, 257, 384, 512). On an Intel CPU the suite itself is that run; without a C compiler
   the test says so and skips.
+- **An Intel CPU's MKL with AVX-512 and bfloat16** on an AMD CPU with AVX-512 and bfloat16: the same library with
+  ``MKL_ENABLE_INSTRUCTIONS=AVX512_E3`` (AVX-512 with VNNI and bfloat16), oneDNN at ``AVX512_CORE_BF16``. It is an
+  Intel Xeon with bfloat16's path, and the nearest to an AMX CPU's that runs here: asked for its AMX path
+  (``AVX512_E4``), MKL on a CPU without AMX takes this one, and neither library multiplies float32 on AMX tiles
+  unless told to (MKL's ``MKL_BLAS_COMPUTE_MODE``, PyTorch's ``torch.backends.mkldnn.matmul.fp32_precision``).
 - **An Intel CPU's AVX2 MKL** on an AMD CPU (AVX2 or AVX-512): the same library, PyTorch, MKL and oneDNN capped at
   AVX2. It is what an Intel AVX2-only CPU runs, and what the AVX2 pass above runs on an Intel CPU with AVX-512, so CI
   there is the same run: MKL multiplies small matrices six rows at a time and gives a tail of one to three rows other
@@ -58,6 +63,8 @@ PROCESS_TESTS = ("tests/generation/test_debiased.py::test_same_file_in_processes
                  "tests/generation/test_debiased.py::test_real_smollm2_two_inputs",
                  "tests/generation/test_debiased.py::test_real_smollm2_chat_prompted")
 XEON_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
+XEON_BF16_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E3", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
+XEON_BF16_MKL = XEON_MKL + " and bfloat16"  # AVX-512 with VNNI and bfloat16
 INTEL_AVX2_KERNELS = AVX2_KERNELS | {"ONEDNN_MAX_CPU_ISA": "AVX2"}
 INTEL_CPU = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
 # argv[1]: the kernels the run must see ("<PyTorch capability> | <MKL code path>"), then pytest's arguments
@@ -104,6 +111,16 @@ def test_the_determinism_tests_pass_on_an_intel_xeons_mkl(tmp_path):
                     "emulated on an AMD CPU with AVX-512 only (on an Intel CPU the suite itself is the run)")
     # a probe stored under this CPU's key must not be read: MKL's path is part of the key, so it is not
     run_determinism_tests({**XEON_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))}, f"AVX512 | {XEON_MKL}")
+
+
+def test_the_determinism_tests_pass_on_an_intel_xeons_mkl_with_bfloat16(tmp_path):
+    capability, path = torch.backends.cpu.get_cpu_capability(), mkl_code_path()
+    if not (capability.startswith("AVX512") and torch.cpu._is_avx512_bf16_supported()) or path != AMD_MKL:
+        pytest.skip(f"this CPU runs {capability} kernels and MKL's {path or 'no'} code path: an Intel CPU's path with "
+                    "AVX-512 and bfloat16 is emulated on an AMD CPU with both only (on an Intel CPU the suite itself "
+                    "is the run)")
+    run_determinism_tests({**XEON_BF16_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))},
+                          f"AVX512 | {XEON_BF16_MKL}")
 
 
 def test_the_determinism_tests_pass_on_an_intel_avx2_cpus_mkl(tmp_path):
