@@ -113,9 +113,11 @@ class DebiasedGenerator(Generator):
 
     config_class = GenerationConfig
     citation = citations.DINO + "\n\n" + citations.SELF_DEBIASING
-    version = 4  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs; 3: oneDNN's
+    version = 5  # 2: rejected outputs recorded with their reason in the chunk files; structured outputs; 3: oneDNN's
     # linear layers where the machine's probe finds them batch-invariant (other bits than MKL's); 4: GPT-2's Conv1D
-    # layers by oneDNN's too (other bits for GPT-2 models only)
+    # layers by oneDNN's too (other bits for GPT-2 models only); 5: the sampler's debiased weights not divided by their
+    # sum over the vocabulary before top-k renormalises them (the same probabilities, other last bits, which no longer
+    # depend on the other groups or the thread count)
     supports_debiasing = True
 
     def __init__(self, config: GenerationConfig | None = None, lm: Any = None, backend: Any = None,

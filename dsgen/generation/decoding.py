@@ -58,15 +58,21 @@ class _Group:
     slots: list[int] = field(default_factory=list)  # its rows in the batch, main row first
 
 
-def _layout(groups: list["_Group"], device: Any) -> tuple[Any, Any, Any]:
-    """(main rows, counter rows, the group of each counter row) as index tensors for the sampler;
-    a row shared by several groups appears once per group."""
+def _layout(groups: list["_Group"], device: Any) -> tuple[Any, Any, Any, Any]:
+    """(main rows, counter rows, the group of each counter row, copies) as index tensors for the sampler, for the
+    distinct groups: groups that hold the same rows (samples of one item whose tokens agree so far) have the same
+    distribution, computed once; ``copies`` says which distinct group each group is (None where all differ). A row
+    shared by groups that differ appears once per group."""
     import torch
 
-    counters = [(s, gi) for gi, g in enumerate(groups) for s in g.slots[1:]]
-    return (torch.tensor([g.slots[0] for g in groups], dtype=torch.long, device=device),
+    distinct: dict[tuple[int, ...], int] = {}
+    copies = [distinct.setdefault(tuple(g.slots), len(distinct)) for g in groups]
+    keys = list(distinct)
+    counters = [(s, gi) for gi, slots in enumerate(keys) for s in slots[1:]]
+    return (torch.tensor([slots[0] for slots in keys], dtype=torch.long, device=device),
             torch.tensor([s for s, _ in counters], dtype=torch.long, device=device),
-            torch.tensor([gi for _, gi in counters], dtype=torch.long, device=device))
+            torch.tensor([gi for _, gi in counters], dtype=torch.long, device=device),
+            None if len(keys) == len(groups) else torch.tensor(copies, dtype=torch.long, device=device))
 
 
 class DebiasedDecoder:

@@ -7,7 +7,8 @@ its counter rows,
     p_c = max over the counter rows of their softmax
     p'  = p * max(exp(-lambda * max(p_c - p, 0)), eps), renormalised
 
-then top-k and top-p filter p' and one token is drawn. :class:`TokenSampler` does this for every
+then top-k and top-p filter p' and one token is drawn (the renormalisation is top-k's, over its candidates: the
+same probabilities; :meth:`TokenSampler.debiased`). :class:`TokenSampler` does this for every
 group of a step at once; the fast loop (:mod:`dsgen.generation.decoding`) and DINO's reference loop
 (:mod:`dsgen.generation.reference`) share it, so that they differ only in scheduling.
 """
@@ -52,22 +53,24 @@ class SamplingConfig(Config):
     temperature: float = 1.0
 
 
-def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: float) -> Any:
+def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: float, renormalise: bool = True) -> Any:
     """Self-debiasing of next-token distributions (Schick et al., 2021, eq. for alpha).
 
     Args:
         p_main: ``[G, V]`` probabilities under the main instruction.
         p_counter: ``[G, V]`` maximum probability over the counter instructions (zeros where
             a group has none); used as working memory: its values are overwritten.
+        renormalise: divide by the sum over the vocabulary (the formula's last step); off, the weights
+            ``p_main * alpha`` (the sampler's: what it does next renormalises them).
     Returns:
-        ``[G, V]`` renormalised, debiased probabilities, ``p_main * alpha / sum``, computed in place
+        ``[G, V]`` debiased probabilities, ``p_main * alpha / sum``, computed in place
         in ``p_counter`` (each in-place step is the same elementwise operation as its out-of-place
         form, so the values are those of the textbook formula; large vocabularies make the saved
-        allocations count).
+        allocations count). Where a group has no counter rows, alpha is exactly 1.
     """
     alpha = p_counter.sub_(p_main).clamp_min_(0.0).mul_(-decay_constant).exp_().clamp_min_(epsilon)
     p = alpha.mul_(p_main)
-    return p.div_(p.sum(dim=-1, keepdim=True))
+    return p.div_(p.sum(dim=-1, keepdim=True)) if renormalise else p
 
 
 class TokenSampler:
@@ -100,12 +103,16 @@ class TokenSampler:
         self._blocked_t: Any = None
 
     def debiased(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> Any:
-        """Debiased next-token probabilities ``[G, V]`` before top-k / top-p.
+        """Debiased next-token weights ``[G, V]`` before top-k / top-p: ``p * alpha``, not divided by their sum.
 
+        What follows renormalises them (top-k's candidates by their own sum, the full-vocabulary warpers by a
+        softmax), so the sum over the vocabulary changes no probability; it is left out because it is the one
+        step whose bits would depend on the other groups: PyTorch splits a lone row's sum between threads, and a
+        group without counter rows would be divided by its sum or not as its block held a group with some.
         Only the rows named in ``main_rows`` and ``counter_rows`` are read (a batch's free slots
         and unused rows cost nothing), and a row named several times (shared by several groups) is
-        softmaxed once; every step is row-wise, so a row's values do not depend on which other rows
-        are present.
+        softmaxed once; every step is row-wise and elementwise, so a group's values do not depend on which
+        other groups are present, in what block, on how many threads.
         """
         import torch
 
@@ -128,7 +135,7 @@ class TokenSampler:
             with warnings.catch_warnings():  # index_reduce_ is flagged "beta" by torch; it is the right op here
                 warnings.simplefilter("ignore", UserWarning)
                 p_counter.index_reduce_(0, counter_group, probs.index_select(0, where[g:]), "amax")
-            p_main = self_debias(p_main, p_counter, self.cfg.decay_constant, self.cfg.epsilon)
+            p_main = self_debias(p_main, p_counter, self.cfg.decay_constant, self.cfg.epsilon, renormalise=False)
         return p_main
 
     def candidates(self, p: Any) -> tuple[Any, Any]:
@@ -158,12 +165,16 @@ class TokenSampler:
         probs, idx = self.candidates(p)
         return probs if idx is None else torch.zeros_like(p).scatter_(1, idx, probs)
 
-    def sample(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any) -> tuple[Any, Any]:
+    def sample(self, logits: Any, main_rows: Any, counter_rows: Any, counter_group: Any,
+               copies: Any = None) -> tuple[Any, Any]:
         """(token per group, its log-probability under the distribution it was drawn from).
 
         With top-k on, the vocabulary-wide work (softmax, debiasing, top-k) runs on blocks of
         :attr:`BLOCK` groups, whose rows stay in the CPU's cache between its dozen passes; every
-        step of it is row-wise, so the candidates are the same bits as in one block. The draw is
+        step of it is row-wise, so the candidates are the same bits as in one block. With ``copies``
+        (``[G]``: for each group, which of the groups given it has the rows of), the groups given are the distinct
+        ones and the distributions are computed once for each, then copied to every group that holds the same
+        rows: the same bits, since a group's distribution depends on its rows alone. The draw is
         one call over all groups (the generator's stream is consumed as before)."""
         import torch
 
@@ -179,6 +190,9 @@ class TokenSampler:
                                                            counter_group[sel] - start)))
             probs = torch.cat([p for p, _ in parts])
             idx = torch.cat([i for _, i in parts])
+        if copies is not None:
+            probs = probs.index_select(0, copies)
+            idx = None if idx is None else idx.index_select(0, copies)
         choice = torch.multinomial(probs, 1, generator=self.generator)
         tokens = choice if idx is None else idx.gather(1, choice)
         return tokens.squeeze(1), torch.log(probs.gather(1, choice)).squeeze(1)

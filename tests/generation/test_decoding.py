@@ -48,6 +48,46 @@ def test_sampler_max_over_counter_rows_and_topk():
                                 torch.tensor([], dtype=torch.long))[0, 2] == 0
 
 
+def test_a_groups_distribution_depends_on_its_rows_alone():
+    # a vocabulary as large as SmolLM2's: PyTorch sums a lone row of this width on two threads in two parts, so a
+    # sum over it would give a group other bits alone than beside others
+    torch.manual_seed(0)
+    logits = torch.randn(6, 49152) * 4
+    groups = {"two counters": ([0], [1, 2]), "none": ([3], []), "one counter": ([4], [5])}
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            sampler = TokenSampler(SamplingConfig(), [], torch.Generator())
+            together = sampler.distribution(logits, torch.tensor([0, 3, 4]), torch.tensor([1, 2, 5]),
+                                            torch.tensor([0, 0, 2]))
+            for gi, (main, counters) in enumerate(groups.values()):
+                alone = sampler.distribution(logits, torch.tensor(main), torch.tensor(counters, dtype=torch.long),
+                                             torch.zeros(len(counters), dtype=torch.long))
+                assert torch.equal(alone[0], together[gi]), (n, list(groups)[gi])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_groups_with_the_same_rows_are_sampled_from_one_distribution():
+    torch.manual_seed(1)
+    logits = torch.randn(5, 1000) * 3
+    # 20 groups (two blocks of the sampler's 16), four distinct: rows (0 | 1, 2), (3 | -), (0 | 1, 2) ..., (4 | 1)
+    distinct = [([0], [1, 2]), ([3], []), ([4], [1]), ([2], [0])]
+    copies = [i % 4 if i % 3 else 0 for i in range(20)]
+    rows = [distinct[c] for c in copies]
+
+    def layout(groups):
+        counters = [(r, gi) for gi, (_, cs) in enumerate(groups) for r in cs]
+        return (torch.tensor([m[0] for m, _ in groups]), torch.tensor([r for r, _ in counters], dtype=torch.long),
+                torch.tensor([gi for _, gi in counters], dtype=torch.long))
+
+    each = TokenSampler(SamplingConfig(), [], torch.Generator().manual_seed(7)).sample(logits, *layout(rows))
+    once = TokenSampler(SamplingConfig(), [], torch.Generator().manual_seed(7)).sample(
+        logits, *layout(distinct), torch.tensor(copies))
+    assert torch.equal(each[0], once[0]) and torch.equal(each[1], once[1])
+
+
 class Script:
     """Forces the LM's next token at each forward call (a forward hook on the LM head)."""
 
