@@ -63,9 +63,9 @@ def self_debias(p_main: Any, p_counter: Any, decay_constant: float, epsilon: flo
         renormalise: divide by the sum over the vocabulary (the formula's last step); off, the weights
             ``p_main * alpha`` (the sampler's: what it does next renormalises them).
     Returns:
-        ``[G, V]`` debiased probabilities, ``p_main * alpha / sum``, computed in place
-        in ``p_counter`` (each in-place step is the same elementwise operation as its out-of-place
-        form, so the values are those of the textbook formula; large vocabularies make the saved
+        ``[G, V]`` debiased probabilities, ``p_main * alpha / sum`` (``p_main * alpha`` without ``renormalise``),
+        computed in place in ``p_counter`` (each in-place step is the same elementwise operation as its
+        out-of-place form, so the values are those of the textbook formula; large vocabularies make the saved
         allocations count). Where a group has no counter rows, alpha is exactly 1.
     """
     alpha = p_counter.sub_(p_main).clamp_min_(0.0).mul_(-decay_constant).exp_().clamp_min_(epsilon)
