@@ -104,23 +104,18 @@ def intel_cpu_library(tmp_path: Path) -> Path:
     return library
 
 
-def test_the_determinism_tests_pass_on_an_intel_xeons_mkl(tmp_path):
+@pytest.mark.parametrize("kernels, seen, bfloat16", [(XEON_KERNELS, XEON_MKL, False),
+                                                     (XEON_BF16_KERNELS, XEON_BF16_MKL, True)],
+                         ids=["without-bfloat16", "with-bfloat16"])
+def test_the_determinism_tests_pass_on_an_intel_xeons_mkl(tmp_path, kernels, seen, bfloat16):
     capability, path = torch.backends.cpu.get_cpu_capability(), mkl_code_path()
-    if not capability.startswith("AVX512") or path != AMD_MKL:
+    if (not capability.startswith("AVX512") or (bfloat16 and not torch.cpu._is_avx512_bf16_supported())
+            or path != AMD_MKL):
         pytest.skip(f"this CPU runs {capability} kernels and MKL's {path or 'no'} code path: an Intel Xeon's MKL is "
-                    "emulated on an AMD CPU with AVX-512 only (on an Intel CPU the suite itself is the run)")
+                    f"emulated on an AMD CPU with AVX-512{' and bfloat16' if bfloat16 else ''} only (on an Intel CPU "
+                    "the suite itself is the run)")
     # a probe stored under this CPU's key must not be read: MKL's path is part of the key, so it is not
-    run_determinism_tests({**XEON_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))}, f"AVX512 | {XEON_MKL}")
-
-
-def test_the_determinism_tests_pass_on_an_intel_xeons_mkl_with_bfloat16(tmp_path):
-    capability, path = torch.backends.cpu.get_cpu_capability(), mkl_code_path()
-    if not (capability.startswith("AVX512") and torch.cpu._is_avx512_bf16_supported()) or path != AMD_MKL:
-        pytest.skip(f"this CPU runs {capability} kernels and MKL's {path or 'no'} code path: an Intel CPU's path with "
-                    "AVX-512 and bfloat16 is emulated on an AMD CPU with both only (on an Intel CPU the suite itself "
-                    "is the run)")
-    run_determinism_tests({**XEON_BF16_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))},
-                          f"AVX512 | {XEON_BF16_MKL}")
+    run_determinism_tests({**kernels, "LD_PRELOAD": str(intel_cpu_library(tmp_path))}, f"AVX512 | {seen}")
 
 
 def test_the_determinism_tests_pass_on_an_intel_avx2_cpus_mkl(tmp_path):
