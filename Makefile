@@ -69,10 +69,10 @@ test-fast: $(VENV)/.installed-dev
 	$(PYTEST_WORKERS) -m "not slow"
 
 # The determinism and decode-step tests again on other CPUs' kernels alone: AVX2 kernels (an AVX2-only CPU emulated on
-# a larger one: PyTorch's and MKL's dispatch capped at AVX2), an Intel Xeon's MKL (AVX-512 without bfloat16) on an
-# AMD CPU with AVX-512, an Intel bfloat16 CPU's MKL on one with bfloat16 too, and an Intel AVX2 CPU's MKL on any AMD CPU
-# (MKL's Intel code paths, README "Generation numerics"). `make test` runs them too, as one unit of its pool; where the CPU is that kind, the suite itself is that
-# run (tests/generation/test_other_kernels.py).
+# a larger one: PyTorch's, MKL's and oneDNN's dispatch capped at AVX2), an Intel Xeon's MKL (AVX-512 without bfloat16)
+# on an AMD CPU with AVX-512, an Intel bfloat16 CPU's MKL on one with bfloat16 too, and an Intel AVX2 CPU's MKL on any
+# AMD CPU (MKL's Intel code paths, README "Generation numerics"). `make test` runs them too, as one unit of its pool;
+# where the CPU is that kind, the suite itself is that run (tests/generation/test_other_kernels.py).
 test-kernels: $(VENV)/.installed-dev
 	$(PY) -m pytest -rs tests/generation/test_other_kernels.py
 

@@ -11,7 +11,7 @@ seed gives another dataset there, and a preset that asks for bfloat16 evaluation
 bfloat16 is native (AVX-512, a GPU) and float32 elsewhere. A rerun is checked against the scores
 made the same way; ``--update`` writes (or replaces) the entry of the machine it runs on and keeps
 the others, so one file serves every machine CI can land on (an AVX2 entry can be made on a larger
-CPU with ``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2``). Where no entry was made the
+CPU with ``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``). Where no entry was made the
 same way, the check uses the first one and says so: the tolerance was not chosen for that gap.
 """
 

@@ -6,8 +6,9 @@ softmax in different lanes, MKL blocks a matrix product by row count; dsgen prob
 here runs those tests once more in a process of its own (not one of xdist's workers, so that pytest's own variables
 stay out of it), as one unit of ``make test``'s pool; ``make test-kernels`` runs this module alone:
 
-- **AVX2 kernels** on a CPU with AVX-512: PyTorch's and MKL's dispatch capped at AVX2 (an AVX2-only CPU). On an
-  AVX2-only CPU the suite itself is that run.
+- **AVX2 kernels** on a CPU with AVX-512: PyTorch's, MKL's and oneDNN's dispatch capped at AVX2 (an AVX2-only CPU:
+  oneDNN's multiply runs the core's linear layers, so its cap is part of the emulation). On an AVX2-only CPU the suite
+  itself is that run.
 - **An Intel Xeon's MKL** (AVX-512 without bfloat16 or AMX) on an AMD CPU with AVX-512: MKL runs its Intel code
   paths on Intel CPUs only, asking ``mkl_serv_intel_cpu_true()``; a two-line library preloaded in its place answers
   yes, ``MKL_ENABLE_INSTRUCTIONS=AVX512_E1`` picks the path of an AVX-512 CPU with VNNI and no bfloat16, and oneDNN is
@@ -19,9 +20,9 @@ stay out of it), as one unit of ``make test``'s pool; ``make test-kernels`` runs
   Intel Xeon with bfloat16's path, and the nearest to an AMX CPU's that runs here: asked for its AMX path
   (``AVX512_E4``), MKL on a CPU without AMX takes this one, and neither library multiplies float32 on AMX tiles
   unless told to (MKL's ``MKL_BLAS_COMPUTE_MODE``, PyTorch's ``torch.backends.mkldnn.matmul.fp32_precision``).
-- **An Intel CPU's AVX2 MKL** on an AMD CPU (AVX2 or AVX-512): the same library, PyTorch, MKL and oneDNN capped at
-  AVX2. It is what an Intel AVX2-only CPU runs, and what the AVX2 pass above runs on an Intel CPU with AVX-512, so CI
-  there is the same run: MKL multiplies small matrices six rows at a time and gives a tail of one to three rows other
+- **An Intel CPU's AVX2 MKL** on an AMD CPU (AVX2 or AVX-512): the same library, with the AVX2 pass's caps. It is
+  what an Intel AVX2-only CPU runs, and what the AVX2 pass above runs on an Intel CPU with AVX-512, so CI there is the
+  same run: MKL multiplies small matrices six rows at a time and gives a tail of one to three rows other
   bits, so a tiny model's rows get the bits of a large batch only in blocks of 4-6, 10-12, ... rows, and the last 8
   of 1024 or 2048 columns other bits on one thread than on two (``invariant_counts``, ``HEAD_BLOCK``).
 
@@ -50,7 +51,7 @@ DETERMINISM_TESTS = ("tests/generation/test_invariance.py", "tests/generation/te
                      "[False]",
                      "tests/generation/test_prefill_step.py::test_a_judges_score_does_not_depend_on_its_batch_here_"
                      "and_on_the_simulated_cpu[False]")
-AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 AMD_MKL = "Intel(R) Architecture processors"  # MKL's path on an AMD CPU (mkl_code_path)
 XEON_MKL = ("Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support of Intel(R) Deep Learning Boost "
             "(Intel(R) DL Boost)")  # AVX-512 with VNNI, no bfloat16 (that path adds "and bfloat16")
@@ -65,7 +66,6 @@ PROCESS_TESTS = ("tests/generation/test_debiased.py::test_same_file_in_processes
 XEON_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
 XEON_BF16_KERNELS = {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E3", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
 XEON_BF16_MKL = XEON_MKL + " and bfloat16"  # AVX-512 with VNNI and bfloat16
-INTEL_AVX2_KERNELS = AVX2_KERNELS | {"ONEDNN_MAX_CPU_ISA": "AVX2"}
 INTEL_CPU = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
 # argv[1]: the kernels the run must see ("<PyTorch capability> | <MKL code path>"), then pytest's arguments
 RUN = ("import sys, torch, pytest; from dsgen.generation.invariance import mkl_code_path; "
@@ -123,5 +123,5 @@ def test_the_determinism_tests_pass_on_an_intel_avx2_cpus_mkl(tmp_path):
     if path != AMD_MKL:
         pytest.skip(f"MKL runs its {path or 'no'} code path here: an Intel CPU's AVX2 path is emulated on an AMD CPU "
                     "only (on an Intel CPU the AVX2 pass above, or the suite itself, is the run)")
-    run_determinism_tests({**INTEL_AVX2_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))},
+    run_determinism_tests({**AVX2_KERNELS, "LD_PRELOAD": str(intel_cpu_library(tmp_path))},
                           f"AVX2 | {INTEL_AVX2_MKL}")
